@@ -1,0 +1,235 @@
+// Package controller holds Controller, the facade that wires the pipeline for one object
+// type: a Reflector lists and watches a ListerWatcher and writes into an
+// EventQueueCollection, whose single drain loop hands each key's events to a
+// ResourceTrackingConsumer, which updates the known objects and then hands each event to
+// every registered Handler. Each handler has its own goroutine and keyed backlog.
+//
+// A generated typed client is a ListerWatcher as it is:
+//
+//	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](clientset.CoreV1().ConfigMaps("default"))
+//
+// Run starts the consumer before the reflector and stops them in the reverse order, and
+// returns only when no goroutine of the controller is left.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
+)
+
+// ListerWatcher lists and watches objects of type T whose list type is L. Generated typed
+// clients, the dynamic client and the metadata client satisfy it with no adapter.
+type ListerWatcher[T event.Object, L reflect.List] = reflect.ListerWatcher[T, L]
+
+// ErrAlreadyStarted is returned by Run when the controller has been run before.
+var ErrAlreadyStarted = errors.New("controller already started")
+
+// ErrStopped is returned by AddHandler once Run has returned.
+var ErrStopped = errors.New("controller stopped")
+
+// Controller keeps a typed, indexed cache of the objects a ListerWatcher returns and
+// delivers their changes to handlers. Create it with New.
+type Controller[T event.Object, L reflect.List] struct {
+	cfg        config
+	writer     *eventcache.Writer[T]
+	collection *eventcache.EventQueueCollection[T]
+	consumer   *eventcache.ResourceTrackingConsumer[T]
+	reflector  *reflect.Reflector[T, L]
+	dist       distributor[T]
+
+	synced     atomic.Bool
+	syncedCh   chan struct{}
+	syncedOnce sync.Once
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	runCtx  context.Context
+	wg      sync.WaitGroup // handler goroutines
+}
+
+// New returns a Controller for lw, ready to Run. Handlers may be added before or after
+// Run starts.
+func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Option) *Controller[T, L] {
+	var zero T
+	c := &Controller[T, L]{syncedCh: make(chan struct{})}
+	c.cfg.name = fmt.Sprintf("%T", zero)
+	for _, o := range opts {
+		o(&c.cfg)
+	}
+	indexers := eventcache.Indexers[T]{}
+	for _, name := range c.cfg.indexerOrder {
+		indexers[name] = typed[eventcache.IndexFunc[T]]("WithIndex("+name+")", c.cfg.indexers[name])
+	}
+	var keyFunc event.KeyFunc[T]
+	if c.cfg.keyFunc != nil {
+		keyFunc = typed[event.KeyFunc[T]]("WithKeyFunc", c.cfg.keyFunc)
+	}
+	var transform func(T) (T, error)
+	if c.cfg.transform != nil {
+		transform = typed[func(T) (T, error)]("WithTransform", c.cfg.transform)
+	}
+
+	c.writer = eventcache.NewWriter(indexers)
+	eqOpts := eventcache.Options[T]{
+		KeyFunc:     keyFunc,
+		Compression: c.cfg.compression,
+		OnSynced:    c.onSynced,
+	}
+	if c.cfg.metrics != nil {
+		eqOpts.Depth = c.cfg.metrics.QueueDepth
+	}
+	c.collection = eventcache.NewEventQueueCollection(c.writer.Store(), eqOpts)
+	c.consumer = eventcache.NewResourceTrackingConsumer[T](c.writer, &c.dist, func(err error) {
+		c.cfg.reportError(c.context(), err)
+	})
+	ropts := reflect.Options[T]{
+		Name:             c.cfg.name,
+		ResyncPeriod:     c.cfg.resync,
+		PageSize:         c.cfg.pageSize,
+		WatchList:        c.cfg.watchList,
+		Backoff:          c.cfg.backoff,
+		Clock:            c.cfg.clock,
+		Transform:        transform,
+		TweakListOptions: c.cfg.tweak,
+		OnError:          func(err error) { c.cfg.reportError(c.context(), err) },
+	}
+	if c.cfg.metrics != nil {
+		ropts.Metrics = c.cfg.metrics
+	}
+	c.reflector = reflect.New(lw, eventcache.EventCache[T](c.collection), ropts)
+	return c
+}
+
+func (c *Controller[T, L]) context() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runCtx != nil {
+		return c.runCtx
+	}
+	return context.Background()
+}
+
+// onSynced runs once, under the collection's lock, when the first list has been
+// delivered to every handler's backlog.
+func (c *Controller[T, L]) onSynced() {
+	c.synced.Store(true)
+	c.syncedOnce.Do(func() { close(c.syncedCh) })
+	for _, r := range c.dist.all() {
+		r.seal()
+	}
+}
+
+// Run runs the controller until ctx is done: it starts the handlers and the consumer,
+// then the reflector; when ctx ends it stops the reflector, then the consumer, then the
+// handlers (letting an event being handled finish), and returns once none of its
+// goroutines is left. It returns ErrAlreadyStarted if called twice.
+func (c *Controller[T, L]) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	c.started = true
+	c.runCtx = ctx
+	for _, r := range c.dist.all() {
+		c.startRunner(ctx, r)
+	}
+	c.mu.Unlock()
+
+	consumerDone := make(chan struct{})
+	go func() {
+		defer close(consumerDone)
+		_ = c.collection.Drain(ctx, c.consumer)
+	}()
+	c.reflector.Run(ctx)
+
+	c.collection.Close()
+	<-consumerDone
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	for _, r := range c.dist.all() {
+		r.stop()
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// startRunner starts r's goroutine. Called with c.mu held.
+func (c *Controller[T, L]) startRunner(ctx context.Context, r *runner[T]) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		r.run(ctx, &c.cfg)
+	}()
+}
+
+// AddHandler registers h under name (used in logs, errors and metrics). The handler
+// first receives every known object as a synchronization addition, then every later
+// event. It can be called before or while the controller runs; it returns ErrStopped
+// once Run has returned.
+func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration, error) {
+	r := newRunner(name, h, c.cfg.compression)
+	var err error
+	c.consumer.WithSnapshot(func(store *eventcache.Store[T]) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.stopped {
+			err = ErrStopped
+			return
+		}
+		store.Range(func(key string, obj T) bool {
+			r.push(key, event.Event[T]{Type: event.Added, Object: obj, Sync: true})
+			return true
+		})
+		c.dist.add(r)
+		if c.synced.Load() {
+			r.seal()
+		}
+		if c.started {
+			c.startRunner(c.runCtx, r)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Registration{synced: r.synced, remove: func() {
+		c.consumer.WithSnapshot(func(*eventcache.Store[T]) { c.dist.remove(r) })
+		r.stop()
+	}}, nil
+}
+
+// HasSynced reports whether every object of the first list has been applied to the known
+// objects and handed to the handlers' backlogs. Each handler's own progress is its
+// Registration's HasSynced. It has the signature client-go's cache.WaitForCacheSync takes.
+func (c *Controller[T, L]) HasSynced() bool { return c.synced.Load() }
+
+// Synced returns a channel that is closed once HasSynced is true.
+func (c *Controller[T, L]) Synced() <-chan struct{} { return c.syncedCh }
+
+// WaitForSync blocks until HasSynced is true (returning nil) or ctx is done (returning
+// ctx.Err()).
+func (c *Controller[T, L]) WaitForSync(ctx context.Context) error {
+	select {
+	case <-c.syncedCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Store returns the read-only view of the known objects.
+func (c *Controller[T, L]) Store() *eventcache.Store[T] { return c.writer.Store() }
+
+// LastSyncResourceVersion returns the newest resource version the controller has seen.
+func (c *Controller[T, L]) LastSyncResourceVersion() string {
+	return c.reflector.LastSyncResourceVersion()
+}

@@ -1,0 +1,237 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/queue"
+)
+
+// Handler receives the events of a Controller, one at a time, in order for each key.
+// Handle runs on the handler's own goroutine; a slow Handle delays only this handler,
+// whose backlog is compressed per key (see package queue) and so stays bounded by the
+// number of keys. ctx is the controller's Run context.
+type Handler[T event.Object] interface {
+	Handle(ctx context.Context, e event.Event[T])
+}
+
+// HandlerFunc adapts a plain function to a Handler.
+type HandlerFunc[T event.Object] func(ctx context.Context, e event.Event[T])
+
+// Handle calls f.
+func (f HandlerFunc[T]) Handle(ctx context.Context, e event.Event[T]) { f(ctx, e) }
+
+// HandlerFuncs adapts up to three plain functions, one per event type, to a Handler, in
+// the shape of client-go's ResourceEventHandlerFuncs. A nil function ignores its events.
+type HandlerFuncs[T event.Object] struct {
+	AddFunc    func(ctx context.Context, obj T)
+	UpdateFunc func(ctx context.Context, oldObj, newObj T)
+	// DeleteFunc receives the object's last state; e.FinalStateUnknown says whether the
+	// deletion was inferred from a relist.
+	DeleteFunc func(ctx context.Context, obj T)
+}
+
+// Handle dispatches e to the function for its type.
+func (f HandlerFuncs[T]) Handle(ctx context.Context, e event.Event[T]) {
+	switch e.Type {
+	case event.Added:
+		if f.AddFunc != nil {
+			f.AddFunc(ctx, e.Object)
+		}
+	case event.Modified:
+		if f.UpdateFunc != nil {
+			f.UpdateFunc(ctx, e.Prior, e.Object)
+		}
+	case event.Deleted:
+		if f.DeleteFunc != nil {
+			f.DeleteFunc(ctx, e.Object)
+		}
+	}
+}
+
+// HandlerPanicError reports a panic recovered from a Handler. The handler goes on with its
+// next event.
+type HandlerPanicError struct {
+	Handler string
+	Key     string
+	Event   string
+	Value   any
+	Stack   []byte
+}
+
+func (e *HandlerPanicError) Error() string {
+	return fmt.Sprintf("handler %q panicked on %s (key %s): %v", e.Handler, e.Event, e.Key, e.Value)
+}
+
+// Registration is a handler's membership in a Controller.
+type Registration struct {
+	synced  <-chan struct{}
+	remove  func()
+	removed sync.Once
+}
+
+// HasSynced reports whether the handler has processed the initial state: every object
+// of the controller's first list when it was registered before the controller synced,
+// or the known objects at the time of registration otherwise.
+func (r *Registration) HasSynced() bool {
+	select {
+	case <-r.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// Synced returns a channel that is closed once HasSynced is true.
+func (r *Registration) Synced() <-chan struct{} { return r.synced }
+
+// Remove stops delivering events to the handler and discards its backlog. An event being
+// handled is allowed to finish. Remove is idempotent.
+func (r *Registration) Remove() { r.removed.Do(r.remove) }
+
+// runner owns one handler's goroutine and keyed backlog.
+type runner[T event.Object] struct {
+	name string
+	h    Handler[T]
+
+	mu         sync.Mutex
+	cond       sync.Cond
+	backlog    *queue.FIFO[T]
+	sealed     bool // the initial state has been pushed completely
+	busyMarked bool // an initial-state key is being handled
+	stopped    bool
+	synced     chan struct{}
+	syncedDone bool
+	done       chan struct{}
+}
+
+func newRunner[T event.Object](name string, h Handler[T], c queue.Compression) *runner[T] {
+	r := &runner[T]{
+		name:    name,
+		h:       h,
+		backlog: queue.NewFIFO(c, queue.KnownFromFirstEvent[T]),
+		synced:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	r.cond.L = &r.mu
+	return r
+}
+
+// push adds a resolved event to the backlog; it never blocks on the handler.
+func (r *runner[T]) push(key string, e event.Event[T]) {
+	r.mu.Lock()
+	if !r.stopped {
+		r.backlog.Push(key, e, !r.sealed)
+		r.cond.Signal()
+	}
+	r.mu.Unlock()
+}
+
+// seal marks the end of the initial state.
+func (r *runner[T]) seal() {
+	r.mu.Lock()
+	r.sealed = true
+	r.checkSynced()
+	r.mu.Unlock()
+}
+
+func (r *runner[T]) checkSynced() {
+	if r.sealed && !r.syncedDone && r.backlog.Marked() == 0 && !r.busyMarked {
+		r.syncedDone = true
+		close(r.synced)
+	}
+}
+
+func (r *runner[T]) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.cond.Broadcast()
+	r.mu.Unlock()
+}
+
+// run handles the backlog until stop is called.
+func (r *runner[T]) run(ctx context.Context, c *config) {
+	defer close(r.done)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		for r.backlog.Len() == 0 && !r.stopped {
+			r.cond.Wait()
+		}
+		if r.stopped {
+			return
+		}
+		key, events, marked, _ := r.backlog.Pop()
+		r.busyMarked = marked
+		r.mu.Unlock()
+		for _, e := range events {
+			r.handle(ctx, c, key, e)
+		}
+		r.mu.Lock()
+		r.busyMarked = false
+		r.checkSynced()
+	}
+}
+
+func (r *runner[T]) handle(ctx context.Context, c *config, key string, e event.Event[T]) {
+	var start time.Time
+	if c.metrics != nil {
+		start = time.Now()
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err := &HandlerPanicError{Handler: r.name, Key: key, Event: e.String(), Value: v, Stack: debug.Stack()}
+			if c.metrics != nil {
+				c.metrics.HandlerPanic(r.name)
+			}
+			c.reportError(ctx, err)
+		}
+		if c.metrics != nil {
+			c.metrics.HandlerLatency(r.name, time.Since(start))
+		}
+	}()
+	r.h.Handle(ctx, e)
+}
+
+// distributor hands each resolved event to every handler's backlog.
+type distributor[T event.Object] struct {
+	mu      sync.RWMutex
+	runners []*runner[T]
+}
+
+// Deliver implements eventcache.Sink.
+func (d *distributor[T]) Deliver(key string, e event.Event[T]) {
+	d.mu.RLock()
+	for _, r := range d.runners {
+		r.push(key, e)
+	}
+	d.mu.RUnlock()
+}
+
+func (d *distributor[T]) add(r *runner[T]) {
+	d.mu.Lock()
+	d.runners = append(d.runners, r)
+	d.mu.Unlock()
+}
+
+func (d *distributor[T]) remove(r *runner[T]) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, x := range d.runners {
+		if x == r {
+			d.runners = append(d.runners[:i:i], d.runners[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (d *distributor[T]) all() []*runner[T] {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return append([]*runner[T](nil), d.runners...)
+}

@@ -1,0 +1,81 @@
+package eventcache
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/typedinformer/typedinformer/event"
+)
+
+// Sink receives the events the consumer resolved, one at a time, in order. Deliver must
+// not block: handlers keep their own backlogs.
+type Sink[T event.Object] interface {
+	Deliver(key string, e event.Event[T])
+}
+
+// ResourceTrackingConsumer applies each key's events to the known objects and only then
+// passes each event on to its Sink, rewritten against what it knew:
+//
+//   - an addition or modification of a known key is delivered as a modification whose
+//     Prior is the state it replaces;
+//   - an addition or modification of an unknown key is delivered as an addition;
+//   - a deletion removes the key and is delivered with Prior set to the last known state
+//     (and Object, when the deletion was synthesised, to that same state); a deletion of
+//     an unknown key is not delivered.
+type ResourceTrackingConsumer[T event.Object] struct {
+	mu      sync.Mutex
+	w       *Writer[T]
+	sink    Sink[T]
+	onError func(error)
+}
+
+// NewResourceTrackingConsumer returns a consumer that is the only writer of w's store and
+// delivers to sink. onError, when not nil, receives index function errors (the object is
+// stored regardless).
+func NewResourceTrackingConsumer[T event.Object](w *Writer[T], sink Sink[T], onError func(error)) *ResourceTrackingConsumer[T] {
+	return &ResourceTrackingConsumer[T]{w: w, sink: sink, onError: onError}
+}
+
+// Consume applies events, oldest first, to the known objects and delivers each one after
+// it has been applied.
+func (c *ResourceTrackingConsumer[T]) Consume(key string, events []event.Event[T]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var zero T
+	for _, e := range events {
+		switch e.Type {
+		case event.Added, event.Modified:
+			prior, existed, err := c.w.Set(key, e.Object)
+			if err != nil && c.onError != nil {
+				c.onError(fmt.Errorf("indexing %s: %w", key, err))
+			}
+			if existed {
+				e.Type, e.Prior = event.Modified, prior
+			} else {
+				e.Type, e.Prior = event.Added, zero
+			}
+		case event.Deleted:
+			prior, existed := c.w.Delete(key)
+			if !existed {
+				continue
+			}
+			e.Prior = prior
+			if e.FinalStateUnknown || e.Object == zero {
+				e.Object = prior
+			}
+		default:
+			continue
+		}
+		c.sink.Deliver(key, e)
+	}
+}
+
+// WithSnapshot calls fn between two events: the known objects fn reads through store are
+// exactly those delivered so far, and no event is applied or delivered until fn returns.
+// It is how a handler added while running receives the current state without missing or
+// repeating an event.
+func (c *ResourceTrackingConsumer[T]) WithSnapshot(fn func(store *Store[T])) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fn(c.w.Store())
+}

@@ -1,0 +1,258 @@
+// Package eventcache holds the event cache of the pipeline: the EventCache interface the
+// reflector writes into, its stock implementation EventQueueCollection (one ordered queue
+// of pending events per key), the known objects (a Writer and its read-only Store), and
+// the ResourceTrackingConsumer that applies each key's events to the known objects before
+// passing them on.
+//
+// The collection and the consumer share the known objects: the collection reads them to
+// synthesise deletions on Replace and modifications on Synchronize, the consumer is their
+// only writer. The consumer runs while the collection's lock is held, so every reader of
+// the collection sees the known objects and the pending queues as one consistent state:
+// Synchronize can never resurrect an object whose deletion is being delivered, and
+// Replace never sees half-applied events.
+package eventcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/queue"
+)
+
+// EventCache is what a reflector writes into. Its three operations never wait for
+// consumers or handlers.
+type EventCache[T event.Object] interface {
+	// Add records one event seen on a watch.
+	Add(e event.Event[T]) error
+	// Replace records a complete list of objects: a synchronization addition for each,
+	// and a final-state-unknown deletion for each key that is known or pending but not
+	// listed, atomically.
+	Replace(objects []T, resourceVersion string) error
+	// Synchronize records a synchronization modification for every known object that has
+	// nothing pending.
+	Synchronize() error
+}
+
+// Consumer receives each key's pending events, oldest first, from the drain loop.
+type Consumer[T event.Object] interface {
+	Consume(key string, events []event.Event[T])
+}
+
+// ErrInvalidEvent is returned, wrapped, by Add for an event with no valid type.
+var ErrInvalidEvent = errors.New("invalid event")
+
+// ErrClosed is returned by Drain when the collection was closed.
+var ErrClosed = errors.New("event queue collection closed")
+
+// Options configure an EventQueueCollection.
+type Options[T event.Object] struct {
+	// KeyFunc computes keys; event.ObjectKey when nil.
+	KeyFunc event.KeyFunc[T]
+	// Compression selects the compression rules; queue.Compress by default.
+	Compression queue.Compression
+	// OnSynced, when set, is called once, with the collection's lock held, right after
+	// everything of the first Replace has been consumed.
+	OnSynced func()
+	// Depth, when set, is called with the number of pending keys after every change.
+	Depth func(pendingKeys int)
+}
+
+// EventQueueCollection is the stock EventCache: one ordered queue of pending events per
+// key, drained in the order in which keys became pending by a single Drain loop. See the
+// queue package for the compression rules that bound its memory by the number of keys.
+type EventQueueCollection[T event.Object] struct {
+	mu      sync.Mutex
+	cond    sync.Cond
+	fifo    *queue.FIFO[T]
+	known   *Store[T]
+	keyFunc event.KeyFunc[T]
+	opts    Options[T]
+
+	populated bool // the first Replace happened
+	synced    bool
+	closed    bool
+}
+
+
+// NewEventQueueCollection returns an empty collection that reads the known objects from
+// known. The consumer that drains it must hold known's Writer.
+func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *EventQueueCollection[T] {
+	c := &EventQueueCollection[T]{known: known, keyFunc: opts.KeyFunc, opts: opts}
+	if c.keyFunc == nil {
+		c.keyFunc = event.ObjectKey[T]
+	}
+	c.cond.L = &c.mu
+	c.fifo = queue.NewFIFO(opts.Compression, func(key string, _ event.Event[T]) bool {
+		return known.has(key)
+	})
+	return c
+}
+
+// Add records one watch event. It returns an error, and records nothing, for an event
+// with an invalid type or an object that has no key.
+func (c *EventQueueCollection[T]) Add(e event.Event[T]) error {
+	if e.Type < event.Added || e.Type > event.Deleted {
+		return fmt.Errorf("%w: type %v", ErrInvalidEvent, e.Type)
+	}
+	key, err := c.keyFunc(e.Object)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+	}
+	c.mu.Lock()
+	c.fifo.Push(key, e, false)
+	c.changed()
+	c.mu.Unlock()
+	return nil
+}
+
+// Replace records a complete list, atomically: a synchronization addition for every
+// listed object, and a final-state-unknown deletion, carrying the newest state known or
+// pending, for every key that is known or pending but not listed. Objects that have no
+// key are skipped and reported in the returned error; the rest of the list is recorded.
+func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
+	listed := make(map[string]struct{}, len(objects))
+	keys := make([]string, len(objects))
+	var errs []error
+	for i, obj := range objects {
+		key, err := c.keyFunc(obj)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list item %d: %w", i, err))
+			continue
+		}
+		keys[i] = key
+		listed[key] = struct{}{}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mark := !c.populated
+	for i, obj := range objects {
+		if keys[i] == "" {
+			continue
+		}
+		c.fifo.Push(keys[i], event.Event[T]{Type: event.Added, Object: obj, Sync: true}, mark)
+	}
+	var gone []event.Event[T]
+	var goneKeys []string
+	c.known.Range(func(key string, obj T) bool {
+		if _, ok := listed[key]; !ok {
+			goneKeys = append(goneKeys, key)
+			gone = append(gone, event.Event[T]{Type: event.Deleted, Object: obj, Sync: true, FinalStateUnknown: true})
+		}
+		return true
+	})
+	for _, key := range c.fifo.Keys() {
+		if _, ok := listed[key]; ok || c.known.has(key) {
+			continue
+		}
+		goneKeys = append(goneKeys, key)
+		gone = append(gone, event.Event[T]{Type: event.Deleted, Sync: true, FinalStateUnknown: true})
+	}
+	for i, key := range goneKeys {
+		e := gone[i]
+		if q := c.fifo.Pending(key); q != nil {
+			if last, ok := q.Last(); ok && last.Type != event.Deleted {
+				e.Object = last.Object // the newest state the pipeline has seen
+			}
+		}
+		c.fifo.Push(key, e, mark)
+	}
+	c.populated = true
+	c.changed()
+	return errors.Join(errs...)
+}
+
+// Synchronize records a synchronization modification for every known object that has
+// nothing pending. An object whose deletion is pending is left alone, and no deletion is
+// ever in flight outside the lock, so a resync never resurrects an object.
+func (c *EventQueueCollection[T]) Synchronize() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var keys []string
+	var objs []T
+	c.known.Range(func(key string, obj T) bool {
+		if c.fifo.Pending(key) == nil {
+			keys, objs = append(keys, key), append(objs, obj)
+		}
+		return true
+	})
+	for i, key := range keys {
+		c.fifo.Push(key, event.Event[T]{Type: event.Modified, Object: objs[i], Sync: true}, false)
+	}
+	c.changed()
+	return nil
+}
+
+// changed wakes the drain loop and updates the synced state. Called with mu held.
+func (c *EventQueueCollection[T]) changed() {
+	if !c.synced && c.populated && c.fifo.Marked() == 0 {
+		c.synced = true
+		if c.opts.OnSynced != nil {
+			c.opts.OnSynced()
+		}
+	}
+	if c.opts.Depth != nil {
+		c.opts.Depth(c.fifo.Len())
+	}
+	c.cond.Signal()
+}
+
+// Drain is the single drain loop: it hands each pending key's events, in line order, to
+// consumer, while holding the collection's lock. It returns when ctx is done (with
+// ctx.Err()) or the collection is closed (with ErrClosed). Only one Drain may run at a
+// time.
+func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for c.fifo.Len() == 0 && !c.closed && ctx.Err() == nil {
+			c.cond.Wait()
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if c.closed {
+			return ErrClosed
+		}
+		key, events, _, _ := c.fifo.Pop()
+		consumer.Consume(key, events)
+		c.changed()
+	}
+}
+
+// Close stops Drain. Events recorded afterwards are kept but never drained.
+func (c *EventQueueCollection[T]) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// HasSynced reports whether every event of the first Replace has been consumed, which,
+// with a ResourceTrackingConsumer, means applied to the known objects and handed to the
+// handlers.
+func (c *EventQueueCollection[T]) HasSynced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
+}
+
+// Len returns the number of keys with pending events.
+func (c *EventQueueCollection[T]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fifo.Len()
+}
+
+// KnownObjects returns the read-only view of the known objects the collection shares with
+// its consumer.
+func (c *EventQueueCollection[T]) KnownObjects() *Store[T] { return c.known }

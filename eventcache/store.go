@@ -1,0 +1,250 @@
+package eventcache
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/typedinformer/typedinformer/event"
+)
+
+// IndexFunc returns the values under which obj is found in one secondary index. It must
+// be a pure function of the object.
+type IndexFunc[T event.Object] func(obj T) ([]string, error)
+
+// Indexers names the secondary indexes of a Store.
+type Indexers[T event.Object] map[string]IndexFunc[T]
+
+// NamespaceIndex is the name of the index every Store has: objects by namespace.
+const NamespaceIndex = "namespace"
+
+// NamespaceIndexFunc indexes an object by its namespace ("" for cluster-scoped objects).
+func NamespaceIndexFunc[T event.Object](obj T) ([]string, error) {
+	return []string{obj.GetNamespace()}, nil
+}
+
+// ErrNoIndex is returned, wrapped, when a lookup names an index the store does not have.
+var ErrNoIndex = fmt.Errorf("no such index")
+
+// Store is a read-only view of the known objects: what the consumer has applied and
+// delivered. Any number of goroutines may read it. Only the Writer it came from can
+// change it, so who may write is visible in the types.
+//
+// Objects are shared, not copied: callers must treat every returned object as read-only,
+// as with client-go's listers.
+type Store[T event.Object] struct {
+	mu       sync.RWMutex
+	items    map[string]T
+	indexers Indexers[T]
+	// indices maps index name -> indexed value -> set of keys.
+	indices map[string]map[string]map[string]struct{}
+}
+
+// Writer is the single writing handle of a Store. The ResourceTrackingConsumer holds it;
+// everybody else gets the read-only Store.
+type Writer[T event.Object] struct {
+	s *Store[T]
+}
+
+// NewWriter returns a Writer over an empty Store with the namespace index and the given
+// extra indexes.
+func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
+	s := &Store[T]{
+		items:    make(map[string]T),
+		indexers: Indexers[T]{NamespaceIndex: NamespaceIndexFunc[T]},
+		indices:  make(map[string]map[string]map[string]struct{}),
+	}
+	for name, fn := range indexers {
+		s.indexers[name] = fn
+	}
+	for name := range s.indexers {
+		s.indices[name] = make(map[string]map[string]struct{})
+	}
+	return &Writer[T]{s: s}
+}
+
+// Store returns the read-only view of the objects this Writer writes.
+func (w *Writer[T]) Store() *Store[T] { return w.s }
+
+// Set stores obj under key and returns the object it replaced, if any. The object is
+// always stored; an error means that one of the index functions failed, and obj is then
+// missing from that index only.
+func (w *Writer[T]) Set(key string, obj T) (prior T, existed bool, err error) {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prior, existed = s.items[key]
+	s.items[key] = obj
+	for name, fn := range s.indexers {
+		var old []string
+		if existed {
+			old, _ = fn(prior)
+		}
+		cur, ierr := fn(obj)
+		if ierr != nil {
+			err = fmt.Errorf("index %q of %q: %w", name, key, ierr)
+			cur = nil
+		}
+		if sameValues(old, cur) {
+			continue
+		}
+		idx := s.indices[name]
+		for _, v := range old {
+			removeKey(idx, v, key)
+		}
+		for _, v := range cur {
+			set := idx[v]
+			if set == nil {
+				set = make(map[string]struct{})
+				idx[v] = set
+			}
+			set[key] = struct{}{}
+		}
+	}
+	return prior, existed, err
+}
+
+// Delete removes key and returns the object it held, if any.
+func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prior, existed = s.items[key]
+	if !existed {
+		return prior, false
+	}
+	delete(s.items, key)
+	for name, fn := range s.indexers {
+		old, _ := fn(prior)
+		for _, v := range old {
+			removeKey(s.indices[name], v, key)
+		}
+	}
+	return prior, true
+}
+
+func removeKey(idx map[string]map[string]struct{}, value, key string) {
+	set := idx[value]
+	delete(set, key)
+	if len(set) == 0 {
+		delete(idx, value)
+	}
+}
+
+func sameValues(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Get returns the object stored under key.
+func (s *Store[T]) Get(key string) (T, bool) {
+	s.mu.RLock()
+	obj, ok := s.items[key]
+	s.mu.RUnlock()
+	return obj, ok
+}
+
+// GetByName returns the object with the given namespace ("" for cluster-scoped objects)
+// and name, for stores keyed by the default key function.
+func (s *Store[T]) GetByName(namespace, name string) (T, bool) {
+	if namespace == "" {
+		return s.Get(name)
+	}
+	return s.Get(namespace + "/" + name)
+}
+
+// Len returns the number of objects.
+func (s *Store[T]) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.items)
+}
+
+// List returns every object, in no particular order.
+func (s *Store[T]) List() []T {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]T, 0, len(s.items))
+	for _, obj := range s.items {
+		out = append(out, obj)
+	}
+	return out
+}
+
+// Keys returns every key, sorted.
+func (s *Store[T]) Keys() []string {
+	s.mu.RLock()
+	keys := make([]string, 0, len(s.items))
+	for k := range s.items {
+		keys = append(keys, k)
+	}
+	s.mu.RUnlock()
+	sort.Strings(keys)
+	return keys
+}
+
+// ByIndex returns the objects whose index function put them under value in the named
+// index. It returns an error wrapping ErrNoIndex for an unknown index.
+func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idx, ok := s.indices[index]
+	if !ok {
+		return nil, fmt.Errorf("index %q: %w", index, ErrNoIndex)
+	}
+	set := idx[value]
+	out := make([]T, 0, len(set))
+	for k := range set {
+		out = append(out, s.items[k])
+	}
+	return out, nil
+}
+
+// IndexValues returns the values present in the named index, sorted.
+func (s *Store[T]) IndexValues(index string) ([]string, error) {
+	s.mu.RLock()
+	idx, ok := s.indices[index]
+	if !ok {
+		s.mu.RUnlock()
+		return nil, fmt.Errorf("index %q: %w", index, ErrNoIndex)
+	}
+	values := make([]string, 0, len(idx))
+	for v := range idx {
+		values = append(values, v)
+	}
+	s.mu.RUnlock()
+	sort.Strings(values)
+	return values, nil
+}
+
+// InNamespace returns the objects in namespace, through the namespace index.
+func (s *Store[T]) InNamespace(namespace string) []T {
+	out, _ := s.ByIndex(NamespaceIndex, namespace)
+	return out
+}
+
+func (s *Store[T]) has(key string) bool {
+	s.mu.RLock()
+	_, ok := s.items[key]
+	s.mu.RUnlock()
+	return ok
+}
+
+// Range calls fn for every key and object, in no particular order, until fn returns
+// false. The store is read-locked meanwhile: fn must not write to it.
+func (s *Store[T]) Range(fn func(key string, obj T) bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for k, obj := range s.items {
+		if !fn(k, obj) {
+			return
+		}
+	}
+}

@@ -1,0 +1,520 @@
+// Package reflect holds the Reflector: the stage that lists and watches a ListerWatcher and
+// writes what it sees into an EventCache.
+//
+// The protocol, as client-go's reflector and kube-rs' watcher run it:
+//
+//   - List (paged), then Replace the cache with the result, then watch from the list's
+//     resource version with bookmarks. With Options.WatchList, the list is instead a
+//     streaming watch-list request (sendInitialEvents) on servers that offer it, with a
+//     fall back to a plain list on servers that reject it.
+//   - When a watch ends, watch again from the last resource version seen, without a
+//     relist. When the server answers 410 Gone or "resource version too old", relist.
+//   - On errors, wait with client-go's wait.Backoff (exponential, with jitter, capped)
+//     before the next attempt. A cycle that received watch events resets the backoff, so a
+//     healthy watch that times out is resumed at once while a failing server is not
+//     hammered.
+//   - A watch ERROR event becomes an error wrapping the server's *apierrors.StatusError,
+//     so errors.As and apierrors.IsGone and friends work on it.
+//   - An object of the wrong type, a nil object or an object the cache rejects (one with no
+//     name) is reported through Options.OnError and counted, and the rest of the stream is
+//     processed: it never panics and never drops an event silently.
+//
+// The reflector never waits for handlers: the EventCache operations it calls do not
+// block on consumers.
+package reflect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
+)
+
+// ErrUnexpectedObject is returned, wrapped, for a list item or watch event whose object is
+// not of the reflector's type T, or is nil.
+var ErrUnexpectedObject = errors.New("unexpected object")
+
+// ErrWatchEvent is wrapped by the error a watch ERROR event becomes, together with the
+// server's *apierrors.StatusError.
+var ErrWatchEvent = errors.New("watch ERROR event")
+
+// errNoProgress ends a watch that closed before delivering any event, so that a server
+// that keeps closing watches at once is retried with backoff, not in a hot loop.
+var errNoProgress = errors.New("watch closed before delivering any event")
+
+// DefaultBackoff is the backoff used when Options.Backoff is zero: 800ms doubling with
+// full jitter up to 30s, as client-go's reflector does.
+var DefaultBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 1, Steps: 1 << 30, Cap: 30 * time.Second}
+
+// Metrics receives the reflector's counters and gauges. Implementations must be safe for
+// concurrent use and fast: they are called on the hot path.
+type Metrics interface {
+	// Listed is called after each list (or watch-list) that replaced the cache.
+	Listed(items int, d time.Duration)
+	// WatchEvent is called for every watch event received, of any type.
+	WatchEvent(t watch.EventType)
+	// ResourceVersion is called with the newest resource version seen.
+	ResourceVersion(rv string)
+	// Error is called for every error reported through Options.OnError.
+	Error()
+}
+
+// Options configure a Reflector. The zero value is usable.
+type Options[T event.Object] struct {
+	// Name identifies the reflector in logs; the object type by default.
+	Name string
+	// ResyncPeriod, when positive, is how often the cache is asked to Synchronize.
+	ResyncPeriod time.Duration
+	// PageSize is the list page size; 500 when zero.
+	PageSize int64
+	// WatchList asks for the streaming watch-list protocol instead of a list, falling
+	// back to a list when the server rejects it.
+	WatchList bool
+	// Backoff between failed attempts; DefaultBackoff when zero.
+	Backoff wait.Backoff
+	// Clock drives backoff and resync timers; the real clock when nil. Tests use a fake.
+	Clock clock.WithTicker
+	// Transform, when set, is applied to every object before it enters the cache, for
+	// example to drop managedFields. An object it fails on is reported and skipped.
+	Transform func(T) (T, error)
+	// TweakListOptions, when set, adjusts the options of every list and watch, for
+	// example to add a label selector.
+	TweakListOptions func(*metav1.ListOptions)
+	// OnError receives every error: failed lists and watches, ERROR events, unexpected
+	// objects. It must not block.
+	OnError func(error)
+	// Metrics receives counters and gauges; none when nil.
+	Metrics Metrics
+}
+
+// Reflector lists and watches a ListerWatcher[T, L] and writes what it sees into an
+// EventCache[T].
+type Reflector[T event.Object, L List] struct {
+	lw    ListerWatcher[T, L]
+	cache eventcache.EventCache[T]
+	opts  Options[T]
+	clock clock.WithTicker
+
+	mu sync.Mutex
+	// lastRV is the newest resource version seen; "" before the first list.
+	lastRV string
+	// relist forces the next cycle to list, after 410 Gone.
+	relist bool
+	// watchListUnsupported is set once the server has rejected a watch-list request.
+	watchListUnsupported bool
+}
+
+// New returns a Reflector that feeds cache from lw.
+func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventCache[T], opts Options[T]) *Reflector[T, L] {
+	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	if r.opts.Backoff == (wait.Backoff{}) {
+		r.opts.Backoff = DefaultBackoff
+	}
+	if r.opts.PageSize == 0 {
+		r.opts.PageSize = 500
+	}
+	if r.opts.Name == "" {
+		var zero T
+		r.opts.Name = fmt.Sprintf("%T", zero)
+	}
+	return r
+}
+
+// LastSyncResourceVersion returns the newest resource version the reflector has seen, ""
+// before the first list.
+func (r *Reflector[T, L]) LastSyncResourceVersion() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastRV
+}
+
+func (r *Reflector[T, L]) setRV(rv string) {
+	if rv == "" {
+		return
+	}
+	r.mu.Lock()
+	r.lastRV = rv
+	r.mu.Unlock()
+	if r.opts.Metrics != nil {
+		r.opts.Metrics.ResourceVersion(rv)
+	}
+}
+
+func (r *Reflector[T, L]) report(ctx context.Context, err error) {
+	klog.FromContext(ctx).V(2).Info("reflector error", "reflector", r.opts.Name, "err", err)
+	if r.opts.Metrics != nil {
+		r.opts.Metrics.Error()
+	}
+	if r.opts.OnError != nil {
+		r.opts.OnError(err)
+	}
+}
+
+// Run lists and watches until ctx is done, backing off after failures. Every failure is
+// reported through Options.OnError. It returns when ctx is done, having stopped every
+// watch it opened.
+func (r *Reflector[T, L]) Run(ctx context.Context) {
+	backoff := r.opts.Backoff
+	for ctx.Err() == nil {
+		progressed, err := r.listAndWatch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.report(ctx, fmt.Errorf("%s: %w", r.opts.Name, err))
+		}
+		if progressed {
+			backoff = r.opts.Backoff
+			if r.needsList() || err == nil {
+				continue // relist after 410 Gone, or re-watch, at once
+			}
+		}
+		t := r.clock.NewTimer(backoff.Step())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// ListAndWatch runs one cycle: a list if one is needed, then watches until a watch fails
+// or ctx is done. It returns nil only when ctx is done.
+func (r *Reflector[T, L]) ListAndWatch(ctx context.Context) error {
+	_, err := r.listAndWatch(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (r *Reflector[T, L]) needsList() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.relist || r.lastRV == ""
+}
+
+// listAndWatch reports whether the cycle made progress: whether a watch delivered events.
+func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, err error) {
+	var w watch.Interface
+	if r.needsList() {
+		w, err = r.list(ctx)
+		if err != nil {
+			return false, err
+		}
+	}
+	var resync <-chan time.Time
+	if r.opts.ResyncPeriod > 0 {
+		t := r.clock.NewTicker(r.opts.ResyncPeriod)
+		defer t.Stop()
+		resync = t.C()
+	}
+	for {
+		if w == nil {
+			w, err = r.lw.Watch(ctx, r.listOptions(metav1.ListOptions{
+				ResourceVersion:     r.LastSyncResourceVersion(),
+				AllowWatchBookmarks: true,
+				TimeoutSeconds:      watchTimeout(),
+			}))
+			if err != nil {
+				return progressed, r.classify(fmt.Errorf("watch: %w", err))
+			}
+		}
+		n, err := r.handleWatch(ctx, w, resync)
+		w.Stop()
+		w = nil
+		progressed = progressed || n > 0
+		switch {
+		case err != nil:
+			return progressed, r.classify(err)
+		case n == 0:
+			return progressed, errNoProgress
+		}
+	}
+}
+
+// classify marks the reflector for a relist when err says the resource version is gone.
+func (r *Reflector[T, L]) classify(err error) error {
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		r.mu.Lock()
+		r.relist = true
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func (r *Reflector[T, L]) listOptions(opts metav1.ListOptions) metav1.ListOptions {
+	if r.opts.TweakListOptions != nil {
+		r.opts.TweakListOptions(&opts)
+	}
+	return opts
+}
+
+// listRV is the resource version to list from: "0" (any, cheap, served from the watch
+// cache) for the first list, "" (a consistent read) after 410 Gone, since the cached
+// state may be older than what the reflector has already seen.
+func (r *Reflector[T, L]) listRV() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.relist {
+		return ""
+	}
+	return "0"
+}
+
+// list lists (or watch-lists) and replaces the cache. For a watch-list it returns the
+// open watch, to be continued.
+func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, error) {
+	start := r.clock.Now()
+	if r.opts.WatchList && !r.watchListUnsupported {
+		w, n, err := r.watchList(ctx)
+		if err == nil {
+			r.listed(n, start)
+			return w, nil
+		}
+		if !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) && !apierrors.IsMethodNotSupported(err) {
+			return nil, r.classify(err)
+		}
+		klog.FromContext(ctx).V(2).Info("server rejected watch-list, falling back to list", "reflector", r.opts.Name, "err", err)
+		r.watchListUnsupported = true
+	}
+	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+		return r.lw.List(ctx, opts)
+	}))
+	p.PageSize = r.opts.PageSize
+	list, _, err := p.List(ctx, r.listOptions(metav1.ListOptions{ResourceVersion: r.listRV()}))
+	if err != nil {
+		return nil, r.classify(fmt.Errorf("list: %w", err))
+	}
+	acc, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	raw, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	items := make([]T, 0, len(raw))
+	for i, o := range raw {
+		obj, ok := r.accept(ctx, o)
+		if !ok {
+			r.report(ctx, fmt.Errorf("%s: list item %d: %w", r.opts.Name, i, errUnexpected[T](o)))
+			continue
+		}
+		if obj, ok = r.transform(ctx, obj); ok {
+			items = append(items, obj)
+		}
+	}
+	if err := r.cache.Replace(items, acc.GetResourceVersion()); err != nil {
+		r.report(ctx, fmt.Errorf("%s: replace: %w", r.opts.Name, err))
+	}
+	r.setRV(acc.GetResourceVersion())
+	r.listed(len(items), start)
+	return nil, nil
+}
+
+func (r *Reflector[T, L]) listed(n int, start time.Time) {
+	r.mu.Lock()
+	r.relist = false
+	r.mu.Unlock()
+	if r.opts.Metrics != nil {
+		r.opts.Metrics.Listed(n, r.clock.Since(start))
+	}
+}
+
+// watchList streams the initial state through a watch and replaces the cache once the
+// server's initial-events-end bookmark arrives. It returns the watch to be continued.
+func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, int, error) {
+	sendInitial := true
+	w, err := r.lw.Watch(ctx, r.listOptions(metav1.ListOptions{
+		ResourceVersion:      r.listRVForWatchList(),
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		SendInitialEvents:    &sendInitial,
+		AllowWatchBookmarks:  true,
+		TimeoutSeconds:       watchTimeout(),
+	}))
+	if err != nil {
+		return nil, 0, fmt.Errorf("watch-list: %w", err)
+	}
+	var items []T
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			w.Stop()
+			return nil, 0, ctx.Err()
+		case e, ok = <-w.ResultChan():
+		}
+		if !ok {
+			w.Stop()
+			return nil, 0, fmt.Errorf("watch-list: watch closed before the initial events ended")
+		}
+		if r.opts.Metrics != nil {
+			r.opts.Metrics.WatchEvent(e.Type)
+		}
+		switch e.Type {
+		case watch.Added, watch.Modified:
+			obj, ok := r.accept(ctx, e.Object)
+			if !ok {
+				r.report(ctx, fmt.Errorf("%s: watch-list %s event: %w", r.opts.Name, e.Type, errUnexpected[T](e.Object)))
+				continue
+			}
+			if obj, ok = r.transform(ctx, obj); ok {
+				items = append(items, obj)
+			}
+		case watch.Bookmark:
+			acc, err := meta.Accessor(e.Object)
+			if err != nil {
+				r.report(ctx, fmt.Errorf("%s: watch-list bookmark: %w: %w", r.opts.Name, ErrUnexpectedObject, err))
+				continue
+			}
+			if acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				if err := r.cache.Replace(items, acc.GetResourceVersion()); err != nil {
+					r.report(ctx, fmt.Errorf("%s: replace: %w", r.opts.Name, err))
+				}
+				r.setRV(acc.GetResourceVersion())
+				return w, len(items), nil
+			}
+		case watch.Error:
+			w.Stop()
+			return nil, 0, watchError(e.Object)
+		default:
+			r.report(ctx, fmt.Errorf("%s: watch-list: %w: event type %q", r.opts.Name, ErrUnexpectedObject, e.Type))
+		}
+	}
+}
+
+func (r *Reflector[T, L]) listRVForWatchList() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.relist {
+		return ""
+	}
+	return r.lastRV
+}
+
+// handleWatch applies w's events to the cache until w ends, fails or ctx is done, and
+// returns how many events it received.
+func (r *Reflector[T, L]) handleWatch(ctx context.Context, w watch.Interface, resync <-chan time.Time) (int, error) {
+	n := 0
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-resync:
+			if err := r.cache.Synchronize(); err != nil {
+				r.report(ctx, fmt.Errorf("%s: synchronize: %w", r.opts.Name, err))
+			}
+			continue
+		case e, ok = <-w.ResultChan():
+		}
+		if !ok {
+			return n, nil
+		}
+		n++
+		if r.opts.Metrics != nil {
+			r.opts.Metrics.WatchEvent(e.Type)
+		}
+		var t event.Type
+		switch e.Type {
+		case watch.Added:
+			t = event.Added
+		case watch.Modified:
+			t = event.Modified
+		case watch.Deleted:
+			t = event.Deleted
+		case watch.Bookmark:
+			if acc, err := meta.Accessor(e.Object); err == nil {
+				r.setRV(acc.GetResourceVersion())
+			} else {
+				r.report(ctx, fmt.Errorf("%s: bookmark: %w: %w", r.opts.Name, ErrUnexpectedObject, err))
+			}
+			continue
+		case watch.Error:
+			return n, watchError(e.Object)
+		default:
+			r.report(ctx, fmt.Errorf("%s: %w: watch event type %q", r.opts.Name, ErrUnexpectedObject, e.Type))
+			continue
+		}
+		obj, ok := r.accept(ctx, e.Object)
+		if !ok {
+			r.report(ctx, fmt.Errorf("%s: watch %s event: %w", r.opts.Name, e.Type, errUnexpected[T](e.Object)))
+			continue
+		}
+		rv := obj.GetResourceVersion()
+		if obj, ok = r.transform(ctx, obj); !ok {
+			continue
+		}
+		if err := r.cache.Add(event.Event[T]{Type: t, Object: obj}); err != nil {
+			r.report(ctx, fmt.Errorf("%s: watch %s event: %w", r.opts.Name, e.Type, err))
+		}
+		r.setRV(rv)
+	}
+}
+
+func (r *Reflector[T, L]) accept(_ context.Context, o runtime.Object) (T, bool) {
+	var zero T
+	obj, ok := o.(T)
+	if !ok || obj == zero {
+		return zero, false
+	}
+	return obj, true
+}
+
+func (r *Reflector[T, L]) transform(ctx context.Context, obj T) (T, bool) {
+	if r.opts.Transform == nil {
+		return obj, true
+	}
+	out, err := r.opts.Transform(obj)
+	if err != nil {
+		r.report(ctx, fmt.Errorf("%s: transform %s/%s: %w", r.opts.Name, obj.GetNamespace(), obj.GetName(), err))
+		return out, false
+	}
+	return out, true
+}
+
+func errUnexpected[T event.Object](o runtime.Object) error {
+	var want T
+	if o == nil {
+		return fmt.Errorf("%w: nil object, want %T", ErrUnexpectedObject, want)
+	}
+	return fmt.Errorf("%w: got %T, want %T", ErrUnexpectedObject, o, want)
+}
+
+// watchError turns the object of an ERROR event into an error that wraps ErrWatchEvent and
+// the server's status.
+func watchError(o runtime.Object) error {
+	if status, ok := o.(*metav1.Status); ok {
+		return fmt.Errorf("%w: %w", ErrWatchEvent, apierrors.FromObject(status))
+	}
+	return fmt.Errorf("%w: %w: got %T, want *v1.Status", ErrWatchEvent, ErrUnexpectedObject, o)
+}
+
+// watchTimeout spreads watch timeouts over 5 to 10 minutes, as client-go does, so that
+// many reflectors do not reconnect at once.
+func watchTimeout() *int64 {
+	t := int64(300 + rand.IntN(300))
+	return &t
+}
