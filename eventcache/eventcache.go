@@ -223,10 +223,19 @@ func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer Consumer[T
 		if c.closed {
 			return ErrClosed
 		}
-		key, events, _, _ := c.fifo.Pop()
-		consumer.Consume(key, events)
-		c.changed()
+		c.consumeOne(consumer)
 	}
+}
+
+// consumeOne hands the longest-pending key to consumer. Called with mu held.
+func (c *EventQueueCollection[T]) consumeOne(consumer Consumer[T]) bool {
+	key, events, _, ok := c.fifo.Pop()
+	if !ok {
+		return false
+	}
+	consumer.Consume(key, events)
+	c.changed()
+	return true
 }
 
 // Close stops Drain. Events recorded afterwards are kept but never drained.

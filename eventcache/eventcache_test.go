@@ -1,0 +1,241 @@
+package eventcache
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/typedinformer/typedinformer/event"
+)
+
+type obj = *corev1.ConfigMap
+type ev = event.Event[obj]
+
+var _ EventCache[obj] = (*EventQueueCollection[obj])(nil)
+
+func cm(name, rv string) obj {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+}
+
+// delivered is one event as a handler sees it, reduced to what the tests compare.
+type delivered struct {
+	Key               string
+	Type              event.Type
+	RV                string
+	PriorRV           string
+	Sync              bool
+	FinalStateUnknown bool
+}
+
+type recorder struct{ got []delivered }
+
+func (r *recorder) Deliver(key string, e ev) {
+	d := delivered{Key: key, Type: e.Type, RV: e.Object.ResourceVersion, Sync: e.Sync, FinalStateUnknown: e.FinalStateUnknown}
+	if e.HasPrior() {
+		d.PriorRV = e.Prior.ResourceVersion
+	}
+	r.got = append(r.got, d)
+}
+
+// pipeline is a collection and its consumer, drained synchronously by the tests.
+type pipeline struct {
+	c   *EventQueueCollection[obj]
+	rtc *ResourceTrackingConsumer[obj]
+	rec *recorder
+}
+
+func newPipeline() *pipeline {
+	w := NewWriter[obj](nil)
+	rec := &recorder{}
+	return &pipeline{c: NewEventQueueCollection(w.Store(), Options[obj]{}), rtc: NewResourceTrackingConsumer[obj](w, rec, nil), rec: rec}
+}
+
+// drain consumes everything pending and returns what was delivered.
+func (p *pipeline) drain() []delivered {
+	p.c.mu.Lock()
+	for p.c.consumeOne(p.rtc) {
+	}
+	p.c.mu.Unlock()
+	got := p.rec.got
+	p.rec.got = nil
+	return got
+}
+
+func (p *pipeline) add(t *testing.T, typ event.Type, o obj) {
+	t.Helper()
+	if err := p.c.Add(ev{Type: typ, Object: o}); err != nil {
+		t.Fatalf("Add(%v %s): %v", typ, o.Name, err)
+	}
+}
+
+func (p *pipeline) replace(t *testing.T, objs ...obj) {
+	t.Helper()
+	if err := p.c.Replace(objs, ""); err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+}
+
+func TestReplaceSynthesisesDeletionsWithNewestKnownState(t *testing.T) {
+	p := newPipeline()
+	p.replace(t, cm("kept", "1"), cm("gone", "2"), cm("changed", "3"))
+	p.drain()
+	p.add(t, event.Modified, cm("changed", "4")) // pending, not yet applied
+	p.add(t, event.Added, cm("pending-only", "5"))
+	p.replace(t, cm("kept", "6"))
+	want := []delivered{
+		{Key: "ns/kept", Type: event.Modified, RV: "6", PriorRV: "1", Sync: true},
+		{Key: "ns/gone", Type: event.Deleted, RV: "2", PriorRV: "2", Sync: true, FinalStateUnknown: true},
+		{Key: "ns/changed", Type: event.Modified, RV: "4", PriorRV: "3"},
+		{Key: "ns/changed", Type: event.Deleted, RV: "4", PriorRV: "4", Sync: true, FinalStateUnknown: true},
+	}
+	got := p.drain()
+	// Order across keys follows when each key became pending: "changed" before "kept".
+	want = []delivered{want[2], want[3], want[0], want[1]}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ns/kept"}, p.c.KnownObjects().Keys()); diff != "" {
+		t.Errorf("known keys (-want +got):\n%s", diff)
+	}
+}
+
+func TestReplaceAfterPendingDeletionYieldsDeletionThenAddition(t *testing.T) {
+	p := newPipeline()
+	p.replace(t, cm("a", "1"))
+	p.drain()
+	p.add(t, event.Deleted, cm("a", "2"))
+	p.replace(t, cm("a", "3"))
+	want := []delivered{
+		{Key: "ns/a", Type: event.Deleted, RV: "2", PriorRV: "1"},
+		{Key: "ns/a", Type: event.Added, RV: "3", Sync: true},
+	}
+	if diff := cmp.Diff(want, p.drain()); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+}
+
+func TestSynchronizeNeverResurrects(t *testing.T) {
+	p := newPipeline()
+	p.replace(t, cm("a", "1"), cm("b", "2"))
+	p.drain()
+	p.add(t, event.Deleted, cm("a", "3"))
+	if err := p.c.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	want := []delivered{
+		{Key: "ns/a", Type: event.Deleted, RV: "3", PriorRV: "1"},
+		{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true},
+	}
+	if diff := cmp.Diff(want, p.drain()); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if err := p.c.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	want = []delivered{{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true}}
+	if diff := cmp.Diff(want, p.drain()); diff != "" {
+		t.Errorf("second resync delivered (-want +got):\n%s", diff)
+	}
+}
+
+func TestConsumerRewritesEventsAgainstKnownObjects(t *testing.T) {
+	tests := []struct {
+		name  string
+		known []obj
+		add   ev
+		want  []delivered
+	}{
+		{name: "addition of a known key arrives as a modification with its prior",
+			known: []obj{cm("a", "1")}, add: ev{Type: event.Added, Object: cm("a", "2")},
+			want: []delivered{{Key: "ns/a", Type: event.Modified, RV: "2", PriorRV: "1"}}},
+		{name: "modification of an unknown key arrives as an addition",
+			add:  ev{Type: event.Modified, Object: cm("a", "2")},
+			want: []delivered{{Key: "ns/a", Type: event.Added, RV: "2"}}},
+		{name: "modification of a known key carries its prior",
+			known: []obj{cm("a", "1")}, add: ev{Type: event.Modified, Object: cm("a", "2")},
+			want: []delivered{{Key: "ns/a", Type: event.Modified, RV: "2", PriorRV: "1"}}},
+		{name: "deletion carries the final state and the last known state as prior",
+			known: []obj{cm("a", "1")}, add: ev{Type: event.Deleted, Object: cm("a", "3")},
+			want: []delivered{{Key: "ns/a", Type: event.Deleted, RV: "3", PriorRV: "1"}}},
+		{name: "deletion of an unknown key is not delivered",
+			add: ev{Type: event.Deleted, Object: cm("a", "3")}, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPipeline()
+			p.replace(t, tt.known...)
+			p.drain()
+			if err := p.c.Add(tt.add); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, p.drain()); diff != "" {
+				t.Errorf("delivered (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHasSyncedOnlyAfterInitialListIsDelivered(t *testing.T) {
+	tests := []struct {
+		name   string
+		before func(p *pipeline)
+		list   []obj
+	}{
+		{name: "empty list syncs at once", list: nil},
+		{name: "listed objects", list: []obj{cm("a", "1"), cm("b", "2")}},
+		{name: "initial list that synthesises deletions", before: func(p *pipeline) {
+			_ = p.c.Add(ev{Type: event.Added, Object: cm("old", "1")})
+			p.drain()
+		}, list: []obj{cm("a", "2")}},
+		{name: "initial list that cancels a pending addition", before: func(p *pipeline) {
+			_ = p.c.Add(ev{Type: event.Added, Object: cm("old", "1")})
+		}, list: []obj{cm("a", "2")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPipeline()
+			if tt.before != nil {
+				tt.before(p)
+			}
+			if p.c.HasSynced() {
+				t.Fatal("HasSynced() before the first Replace")
+			}
+			p.replace(t, tt.list...)
+			for p.c.Len() > 0 {
+				if p.c.HasSynced() {
+					t.Fatalf("HasSynced() with %d keys still pending", p.c.Len())
+				}
+				p.c.mu.Lock()
+				p.c.consumeOne(p.rtc)
+				p.c.mu.Unlock()
+			}
+			if !p.c.HasSynced() {
+				t.Fatal("HasSynced() is false after everything was delivered")
+			}
+		})
+	}
+}
+
+func TestAddRejectsBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		e    ev
+	}{
+		{name: "nil object", e: ev{Type: event.Added}},
+		{name: "object with no name", e: ev{Type: event.Added, Object: cm("", "1")}},
+		{name: "event with no type", e: ev{Object: cm("a", "1")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPipeline()
+			if err := p.c.Add(tt.e); err == nil {
+				t.Fatal("Add returned no error")
+			}
+			if p.c.Len() != 0 {
+				t.Errorf("Len() = %d after a rejected event, want 0", p.c.Len())
+			}
+		})
+	}
+}
