@@ -173,6 +173,7 @@ func (r *Reflector[T, L]) report(ctx context.Context, err error) {
 // watch it opened.
 func (r *Reflector[T, L]) Run(ctx context.Context) {
 	backoff := r.opts.Backoff
+	expiredBefore := false
 	for ctx.Err() == nil {
 		progressed, err := r.listAndWatch(ctx)
 		if ctx.Err() != nil {
@@ -183,10 +184,15 @@ func (r *Reflector[T, L]) Run(ctx context.Context) {
 		}
 		if progressed {
 			backoff = r.opts.Backoff
-			if r.needsList() || err == nil {
-				continue // relist after 410 Gone, or re-watch, at once
-			}
 		}
+		// 410 Gone is the protocol asking for a relist, not a failure: relist at once,
+		// unless the previous attempt ended the same way.
+		expired := isExpired(err)
+		if expired && !expiredBefore {
+			expiredBefore = true
+			continue
+		}
+		expiredBefore = expired
 		t := r.clock.NewTimer(backoff.Step())
 		select {
 		case <-ctx.Done():
@@ -195,6 +201,10 @@ func (r *Reflector[T, L]) Run(ctx context.Context) {
 		case <-t.C():
 		}
 	}
+}
+
+func isExpired(err error) bool {
+	return err != nil && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err))
 }
 
 // ListAndWatch runs one cycle: a list if one is needed, then watches until a watch fails
@@ -254,7 +264,7 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 
 // classify marks the reflector for a relist when err says the resource version is gone.
 func (r *Reflector[T, L]) classify(err error) error {
-	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+	if isExpired(err) {
 		r.mu.Lock()
 		r.relist = true
 		r.mu.Unlock()
@@ -433,9 +443,11 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, w watch.Interface, re
 		if !ok {
 			return n, nil
 		}
-		n++
 		if r.opts.Metrics != nil {
 			r.opts.Metrics.WatchEvent(e.Type)
+		}
+		if e.Type != watch.Error {
+			n++
 		}
 		var t event.Type
 		switch e.Type {

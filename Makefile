@@ -1,0 +1,51 @@
+# typedinformer: the two commands a fresh machine needs are `make demo` and `make test`.
+# Both build the local control plane (etcd and kube-apiserver, from Go modules) on first
+# use into .cache/bin, which is git-ignored.
+
+GO ?= go
+BIN := $(CURDIR)/.cache/bin
+export TYPEDINFORMER_CONTROLPLANE_BIN := $(BIN)
+FUZZTIME ?= 30s
+BENCHTIME ?= 1x
+
+.PHONY: all test unit vet demo bench fuzz soak controlplane clean
+
+all: test
+
+## controlplane: build etcd and kube-apiserver once (a few minutes the first time)
+controlplane:
+	@bash internal/tools/build.sh $(BIN)
+
+## vet: go vet over the library, the examples and the end-to-end tests
+vet:
+	$(GO) vet ./...
+
+## test: vet, then every test (unit, fuzz seeds, end-to-end on a real control plane) with -race
+test: controlplane vet
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+## unit: the tests that need no control plane
+unit:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e -e /internal/controlplane -e /examples)
+
+## fuzz: run every fuzz target for FUZZTIME each
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzEventQueueCollection$$' -fuzztime $(FUZZTIME) ./eventcache/
+	$(GO) test -run '^$$' -fuzz '^FuzzObjectKey$$' -fuzztime $(FUZZTIME) ./event/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompression$$' -fuzztime $(FUZZTIME) ./queue/
+	$(GO) test -run '^$$' -fuzz '^FuzzReflectorWatchEvents$$' -fuzztime $(FUZZTIME) ./reflect/
+
+## demo: run the example typed controller against $$KUBECONFIG, or a local control plane
+demo: controlplane
+	$(GO) run ./examples/demo
+
+## bench: benchmarks side by side with client-go; writes BENCHMARKS.md
+bench: controlplane
+	$(GO) run ./internal/benchreport -benchtime $(BENCHTIME)
+
+## soak: several minutes of churn against the local control plane, heap and goroutines over time
+soak: controlplane
+	$(GO) run ./examples/soak
+
+clean:
+	rm -rf .cache

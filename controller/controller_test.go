@@ -1,0 +1,352 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
+)
+
+type obj = *corev1.ConfigMap
+type list = *corev1.ConfigMapList
+
+// A generated typed client is a ListerWatcher with no adapter.
+var _ controller.ListerWatcher[obj, list] = typedcorev1.ConfigMapInterface(nil)
+var _ = func(cs kubernetes.Interface) *controller.Controller[obj, list] {
+	return controller.New[obj, list](cs.CoreV1().ConfigMaps("default"))
+}
+
+func cm(ns, name string, labels map[string]string) obj {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+}
+
+// seen is one event as a handler saw it.
+type seen struct {
+	Type    event.Type
+	Key     string
+	RV      string
+	PriorRV string
+	Sync    bool
+	Unknown bool
+}
+
+// recorder is a handler that records what it sees, safe for concurrent reading.
+type recorder struct {
+	mu   sync.Mutex
+	got  []seen
+	ch   chan struct{}
+	hook func(e event.Event[obj])
+}
+
+func newRecorder() *recorder { return &recorder{ch: make(chan struct{}, 1)} }
+
+func (r *recorder) Handle(_ context.Context, e event.Event[obj]) {
+	if r.hook != nil {
+		r.hook(e)
+	}
+	s := seen{Type: e.Type, Key: e.Object.Namespace + "/" + e.Object.Name, RV: e.Object.ResourceVersion, Sync: e.Sync, Unknown: e.FinalStateUnknown}
+	if e.HasPrior() {
+		s.PriorRV = e.Prior.ResourceVersion
+	}
+	r.mu.Lock()
+	r.got = append(r.got, s)
+	r.mu.Unlock()
+	select {
+	case r.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) events() []seen {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]seen(nil), r.got...)
+}
+
+func (r *recorder) waitFor(t *testing.T, n int) []seen {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		if got := r.events(); len(got) >= n {
+			return got
+		}
+		select {
+		case <-r.ch:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %d events; got %+v", n, r.events())
+		}
+	}
+}
+
+// run starts c until the test ends and checks that Run leaves no goroutine behind.
+func run(t *testing.T, c *controller.Controller[obj, list]) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+		goleak.VerifyNone(t)
+	})
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustAdd(t *testing.T, c *controller.Controller[obj, list], name string, h controller.Handler[obj]) *controller.Registration {
+	t.Helper()
+	reg, err := c.AddHandler(name, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func TestHandlersSeeInitialStateThenChangesInOrder(t *testing.T) {
+	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
+	c := controller.New[obj, list](src)
+	h1, h2 := newRecorder(), newRecorder()
+	reg1 := mustAdd(t, c, "one", h1)
+	mustAdd(t, c, "two", h2)
+	run(t, c)
+	<-reg1.Synced()
+	_ = src.WaitForWatchers(context.Background(), 1)
+	a, _ := src.Get("ns", "a")
+	a.Data = map[string]string{"k": "v"}
+	if _, err := src.Update(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Delete("ns", "b"); err != nil {
+		t.Fatal(err)
+	}
+	want := []seen{
+		{Type: event.Added, Key: "ns/a", RV: "1", Sync: true},
+		{Type: event.Added, Key: "ns/b", RV: "2", Sync: true},
+		{Type: event.Modified, Key: "ns/a", RV: "3", PriorRV: "1"},
+		{Type: event.Deleted, Key: "ns/b", RV: "4", PriorRV: "2"},
+	}
+	for name, h := range map[string]*recorder{"one": h1, "two": h2} {
+		if diff := cmp.Diff(want, h.waitFor(t, 4)); diff != "" {
+			t.Errorf("handler %s saw (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+func TestHasSyncedOnlyAfterInitialListIsDelivered(t *testing.T) {
+	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil), cm("ns", "c", nil))
+	c := controller.New[obj, list](src)
+	release := make(chan struct{})
+	slow := newRecorder()
+	slow.hook = func(event.Event[obj]) { <-release }
+	reg := mustAdd(t, c, "slow", slow)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Store().Len(); got != 3 {
+		t.Errorf("controller synced with %d known objects, want 3", got)
+	}
+	if reg.HasSynced() {
+		t.Error("a handler that has not handled the initial list reports synced")
+	}
+	close(release)
+	<-reg.Synced()
+	if got := len(slow.events()); got != 3 {
+		t.Errorf("handler synced after %d events, want 3", got)
+	}
+	cancel()
+	<-done
+	goleak.VerifyNone(t)
+}
+
+func TestHandlerAddedWhileRunningGetsCurrentStateFirst(t *testing.T) {
+	src := fake.New[obj, list](cm("ns", "a", nil))
+	c := controller.New[obj, list](src)
+	run(t, c)
+	_ = src.WaitForWatchers(context.Background(), 1)
+	if _, err := src.Create(cm("ns", "b", nil)); err != nil {
+		t.Fatal(err)
+	}
+	first := newRecorder()
+	mustAdd(t, c, "first", first)
+	first.waitFor(t, 2) // both objects known to the controller
+
+	late := newRecorder()
+	reg := mustAdd(t, c, "late", late)
+	<-reg.Synced()
+	if _, err := src.Create(cm("ns", "c", nil)); err != nil {
+		t.Fatal(err)
+	}
+	got := late.waitFor(t, 3)
+	sort.Slice(got[:2], func(i, j int) bool { return got[i].Key < got[j].Key })
+	want := []seen{
+		{Type: event.Added, Key: "ns/a", RV: "1", Sync: true},
+		{Type: event.Added, Key: "ns/b", RV: "2", Sync: true},
+		{Type: event.Added, Key: "ns/c", RV: "3"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("late handler saw (-want +got):\n%s", diff)
+	}
+}
+
+func TestRemovedHandlerStopsReceiving(t *testing.T) {
+	src := fake.New[obj, list]()
+	c := controller.New[obj, list](src)
+	kept, removed := newRecorder(), newRecorder()
+	mustAdd(t, c, "kept", kept)
+	reg := mustAdd(t, c, "removed", removed)
+	run(t, c)
+	_ = src.WaitForWatchers(context.Background(), 1)
+	_, _ = src.Create(cm("ns", "a", nil))
+	removed.waitFor(t, 1)
+	reg.Remove()
+	reg.Remove() // idempotent
+	_, _ = src.Create(cm("ns", "b", nil))
+	kept.waitFor(t, 2)
+	if got := removed.events(); len(got) != 1 {
+		t.Errorf("removed handler saw %+v, want only the first event", got)
+	}
+}
+
+func TestPanickingHandlerIsRecoveredAndReported(t *testing.T) {
+	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
+	errs := make(chan error, 10)
+	c := controller.New[obj, list](src, controller.WithErrorHandler(func(_ context.Context, err error) { errs <- err }))
+	panicky, calm := newRecorder(), newRecorder()
+	panicky.hook = func(e event.Event[obj]) {
+		if e.Object.Name == "a" {
+			panic("boom")
+		}
+	}
+	mustAdd(t, c, "panicky", panicky)
+	mustAdd(t, c, "calm", calm)
+	run(t, c)
+	calm.waitFor(t, 2)
+	got := panicky.waitFor(t, 1)
+	if len(got) != 1 || got[0].Key != "ns/b" {
+		t.Errorf("panicking handler went on with %+v, want ns/b", got)
+	}
+	var perr *controller.HandlerPanicError
+	if err := <-errs; !errors.As(err, &perr) || perr.Handler != "panicky" || perr.Key != "ns/a" || perr.Value != "boom" {
+		t.Errorf("reported %v, want a HandlerPanicError for panicky on ns/a", err)
+	}
+}
+
+func TestBlockedHandlerDoesNotStallOthersAndItsBacklogIsBoundedByKeys(t *testing.T) {
+	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
+	c := controller.New[obj, list](src)
+	release := make(chan struct{})
+	blocked, free := newRecorder(), newRecorder()
+	blocked.hook = func(event.Event[obj]) { <-release }
+	mustAdd(t, c, "blocked", blocked)
+	mustAdd(t, c, "free", free)
+	run(t, c)
+	defer close(release)
+	_ = src.WaitForWatchers(context.Background(), 1)
+	const updates = 200
+	for i := 0; i < updates; i++ {
+		name := []string{"a", "b"}[i%2]
+		o, _ := src.Get("ns", name)
+		o.Data = map[string]string{"i": string(rune('a' + i%26))}
+		if _, err := src.Update(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	free.waitFor(t, 2) // the free handler is not held up by the blocked one
+	for {
+		if got := free.events(); got[len(got)-1].RV == src.ResourceVersion() {
+			break
+		}
+		free.waitFor(t, len(free.events())+1)
+	}
+	if n := len(free.events()); n > 2+updates {
+		t.Errorf("free handler saw %d events for %d changes", n, updates)
+	}
+}
+
+func TestStoreReadsAndIndexes(t *testing.T) {
+	src := fake.New[obj, list](
+		cm("ns1", "a", map[string]string{"app": "web"}),
+		cm("ns1", "b", map[string]string{"app": "db"}),
+		cm("ns2", "c", map[string]string{"app": "web"}),
+	)
+	c := controller.New[obj, list](src, controller.WithIndex("app", func(o obj) ([]string, error) {
+		return []string{o.Labels["app"]}, nil
+	}))
+	run(t, c)
+	names := func(objs []obj) []string {
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.Namespace+"/"+o.Name)
+		}
+		sort.Strings(out)
+		return out
+	}
+	store := c.Store()
+	web, err := store.ByIndex("app", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{
+		"list":      names(store.List()),
+		"namespace": names(store.InNamespace("ns1")),
+		"app=web":   names(web),
+		"keys":      store.Keys(),
+	}
+	want := map[string][]string{
+		"list":      {"ns1/a", "ns1/b", "ns2/c"},
+		"namespace": {"ns1/a", "ns1/b"},
+		"app=web":   {"ns1/a", "ns2/c"},
+		"keys":      {"ns1/a", "ns1/b", "ns2/c"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reads (-want +got):\n%s", diff)
+	}
+	if o, ok := store.GetByName("ns2", "c"); !ok || o.Name != "c" {
+		t.Errorf("GetByName(ns2, c) = %v, %v", o, ok)
+	}
+	if _, err := store.ByIndex("nope", "x"); !errors.Is(err, eventcache.ErrNoIndex) {
+		t.Errorf("ByIndex on an unknown index: %v, want ErrNoIndex", err)
+	}
+}
+
+func TestRunOnceAndNoHandlersAfterStop(t *testing.T) {
+	c := controller.New[obj, list](fake.New[obj, list]())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx); !errors.Is(err, controller.ErrAlreadyStarted) {
+		t.Errorf("second Run = %v, want ErrAlreadyStarted", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if _, err := c.AddHandler("late", newRecorder()); !errors.Is(err, controller.ErrStopped) {
+		t.Errorf("AddHandler after Run = %v, want ErrStopped", err)
+	}
+	goleak.VerifyNone(t)
+}

@@ -1,0 +1,376 @@
+package reflect_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/reflect"
+)
+
+type obj = *corev1.ConfigMap
+type lw = fake.ListerWatcher[obj, *corev1.ConfigMapList]
+
+func cm(name string) obj {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+}
+
+// call is one call of the EventCache, reduced to what the tests compare.
+type call struct {
+	Op    string
+	Type  event.Type `cmp:"omitempty"`
+	Names []string
+}
+
+// recordingCache is an EventCache that records its calls and, like the real one, rejects
+// objects that have no key.
+type recordingCache struct {
+	mu    sync.Mutex
+	calls []call
+	errs  []error
+	ch    chan struct{}
+}
+
+func newRecordingCache() *recordingCache { return &recordingCache{ch: make(chan struct{}, 1)} }
+
+func (c *recordingCache) record(cl call) {
+	c.mu.Lock()
+	c.calls = append(c.calls, cl)
+	c.mu.Unlock()
+	select {
+	case c.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (c *recordingCache) Add(e event.Event[obj]) error {
+	if _, err := event.ObjectKey(e.Object); err != nil {
+		return err
+	}
+	c.record(call{Op: "Add", Type: e.Type, Names: []string{e.Object.Name}})
+	return nil
+}
+
+func (c *recordingCache) Replace(objs []obj, _ string) error {
+	names := []string{}
+	for _, o := range objs {
+		names = append(names, o.Name)
+	}
+	sort.Strings(names)
+	c.record(call{Op: "Replace", Names: names})
+	return nil
+}
+
+func (c *recordingCache) Synchronize() error {
+	c.record(call{Op: "Synchronize"})
+	return nil
+}
+
+func (c *recordingCache) onError(err error) {
+	c.mu.Lock()
+	c.errs = append(c.errs, err)
+	c.mu.Unlock()
+	select {
+	case c.ch <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor blocks until cond holds for the recorded calls and errors.
+func (c *recordingCache) waitFor(t *testing.T, what string, cond func(calls []call, errs []error) bool) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		c.mu.Lock()
+		ok := cond(c.calls, c.errs)
+		calls, errs := append([]call(nil), c.calls...), append([]error(nil), c.errs...)
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-c.ch:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s; calls: %+v; errors: %v", what, calls, errs)
+		}
+	}
+}
+
+func (c *recordingCache) last(n int) func([]call, []error) bool {
+	return func(calls []call, _ []error) bool { return len(calls) >= n }
+}
+
+// start runs a reflector until the test ends and checks that it leaves no goroutine.
+func start(t *testing.T, src *lw, opts reflect.Options[obj]) *recordingCache {
+	t.Helper()
+	cache := newRecordingCache()
+	opts.OnError = cache.onError
+	r := reflect.New(src, cache, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		goleak.VerifyNone(t)
+	})
+	return cache
+}
+
+// step advances clk past any backoff once the reflector is waiting on it.
+func step(t *testing.T, clk *clocktesting.FakeClock, d time.Duration) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return clk.HasWaiters(), nil }); err != nil {
+		t.Fatal("the reflector never waited on the clock")
+	}
+	clk.Step(d)
+}
+
+func TestListsThenWatchesFromTheListResourceVersion(t *testing.T) {
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b"))
+	cache := start(t, src, reflect.Options[obj]{})
+	cache.waitFor(t, "replace", cache.last(1))
+	if err := src.WaitForWatchers(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Create(cm("c")); err != nil {
+		t.Fatal(err)
+	}
+	cache.waitFor(t, "add", cache.last(2))
+	want := []call{{Op: "Replace", Names: []string{"a", "b"}}, {Op: "Add", Type: event.Added, Names: []string{"c"}}}
+	if diff := cmp.Diff(want, cache.calls); diff != "" {
+		t.Errorf("cache calls (-want +got):\n%s", diff)
+	}
+	actions := src.Actions()
+	if actions[0].Verb != fake.VerbList || actions[0].Options.ResourceVersion != "0" {
+		t.Errorf("first action = %+v, want a list from resource version 0", actions[0])
+	}
+	if actions[1].Verb != fake.VerbWatch || actions[1].Options.ResourceVersion != "2" || !actions[1].Options.AllowWatchBookmarks {
+		t.Errorf("second action = %+v, want a watch from 2 with bookmarks", actions[1])
+	}
+}
+
+func TestRewatchesFromLastResourceVersionAfterWatchCloses(t *testing.T) {
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+	cache := start(t, src, reflect.Options[obj]{})
+	cache.waitFor(t, "replace", cache.last(1))
+	_ = src.WaitForWatchers(context.Background(), 1)
+	if _, err := src.Create(cm("b")); err != nil {
+		t.Fatal(err)
+	}
+	cache.waitFor(t, "add b", cache.last(2))
+	src.CloseWatches()
+	if _, err := src.Create(cm("c")); err != nil {
+		t.Fatal(err)
+	}
+	cache.waitFor(t, "add c", cache.last(3))
+	if got := src.ListCalls(); got != 1 {
+		t.Errorf("ListCalls() = %d, want 1: a closed watch is resumed, not relisted", got)
+	}
+	actions := src.Actions()
+	if last := actions[len(actions)-1]; last.Verb != fake.VerbWatch || last.Options.ResourceVersion != "2" {
+		t.Errorf("last action = %+v, want a watch from resource version 2", last)
+	}
+}
+
+func TestRelistsAfterGoneWithoutLosingAnything(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b"))
+	cache := start(t, src, reflect.Options[obj]{Clock: clk})
+	cache.waitFor(t, "replace", cache.last(1))
+	_ = src.WaitForWatchers(context.Background(), 1)
+
+	// Keep the watch down while things change and history is compacted.
+	src.FailWatch(1, apierrors.NewServiceUnavailable("restarting"))
+	src.CloseWatches()
+	step(t, clk, time.Minute) // the closed watch delivered nothing: backoff
+	cache.waitFor(t, "the failed watch", func(_ []call, errs []error) bool { return len(errs) >= 2 })
+	if _, err := src.Delete("ns", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Create(cm("c")); err != nil {
+		t.Fatal(err)
+	}
+	src.Compact()
+	step(t, clk, time.Minute) // re-watch from 2: 410 Gone
+	cache.waitFor(t, "410 Gone", func(_ []call, errs []error) bool {
+		return len(errs) >= 3 && apierrors.IsResourceExpired(errs[2])
+	})
+	cache.waitFor(t, "relist, at once after 410", cache.last(2))
+	want := []call{{Op: "Replace", Names: []string{"a", "b"}}, {Op: "Replace", Names: []string{"b", "c"}}}
+	if diff := cmp.Diff(want, cache.calls); diff != "" {
+		t.Errorf("cache calls (-want +got):\n%s", diff)
+	}
+	var lists []string
+	for _, a := range src.Actions() {
+		if a.Verb == fake.VerbList {
+			lists = append(lists, a.Options.ResourceVersion)
+		}
+	}
+	if diff := cmp.Diff([]string{"0", ""}, lists); diff != "" {
+		t.Errorf("list resource versions (-want +got): the relist after 410 must be a consistent read\n%s", diff)
+	}
+}
+
+func TestBacksOffExponentiallyOnListErrors(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+	src.FailList(3, apierrors.NewInternalError(errors.New("etcd is sad")))
+	cache := start(t, src, reflect.Options[obj]{Clock: clk, Backoff: wait.Backoff{Duration: time.Second, Factor: 2, Steps: 10, Cap: time.Minute}})
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		cache.waitFor(t, fmt.Sprintf("list error %d", i+1), func(_ []call, errs []error) bool { return len(errs) == i+1 })
+		step(t, clk, wait-time.Millisecond)
+		if got := src.ListCalls(); got != i+1 {
+			t.Fatalf("after %v of backoff %d, ListCalls() = %d, want %d", wait-time.Millisecond, i+1, got, i+1)
+		}
+		clk.Step(time.Millisecond)
+	}
+	cache.waitFor(t, "replace", cache.last(1))
+	for _, err := range cache.errs {
+		if !apierrors.IsInternalError(err) {
+			t.Errorf("reported error %v does not carry the server's error", err)
+		}
+	}
+}
+
+func TestWatchErrorEventCarriesServerMessage(t *testing.T) {
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+	cache := start(t, src, reflect.Options[obj]{})
+	cache.waitFor(t, "replace", cache.last(1))
+	_ = src.WaitForWatchers(context.Background(), 1)
+	src.Send(watch.Event{Type: watch.Error, Object: &metav1.Status{
+		Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError, Message: "etcd is sad",
+	}})
+	cache.waitFor(t, "error", func(_ []call, errs []error) bool { return len(errs) > 0 })
+	err := cache.errs[0]
+	var status *apierrors.StatusError
+	if !errors.Is(err, reflect.ErrWatchEvent) || !errors.As(err, &status) || status.ErrStatus.Message != "etcd is sad" {
+		t.Errorf("error = %v, want ErrWatchEvent wrapping the server's status %q", err, "etcd is sad")
+	}
+}
+
+func TestBadWatchObjectsAreReportedAndSkipped(t *testing.T) {
+	tests := []struct {
+		name    string
+		event   watch.Event
+		wantErr error
+	}{
+		{name: "object of the wrong type", event: watch.Event{Type: watch.Added, Object: &corev1.Secret{}}, wantErr: reflect.ErrUnexpectedObject},
+		{name: "nil object", event: watch.Event{Type: watch.Modified}, wantErr: reflect.ErrUnexpectedObject},
+		{name: "typed nil object", event: watch.Event{Type: watch.Modified, Object: (*corev1.ConfigMap)(nil)}, wantErr: reflect.ErrUnexpectedObject},
+		{name: "object with no name", event: watch.Event{Type: watch.Added, Object: cm("")}, wantErr: event.ErrNoName},
+		{name: "unknown event type", event: watch.Event{Type: "BOGUS", Object: cm("x")}, wantErr: reflect.ErrUnexpectedObject},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+			cache := start(t, src, reflect.Options[obj]{})
+			cache.waitFor(t, "replace", cache.last(1))
+			_ = src.WaitForWatchers(context.Background(), 1)
+			src.Send(tt.event)
+			if _, err := src.Create(cm("b")); err != nil {
+				t.Fatal(err)
+			}
+			cache.waitFor(t, "the next good event", cache.last(2))
+			if len(cache.errs) != 1 || !errors.Is(cache.errs[0], tt.wantErr) {
+				t.Errorf("errors = %v, want one wrapping %v", cache.errs, tt.wantErr)
+			}
+			if src.ListCalls() != 1 {
+				t.Errorf("ListCalls() = %d: a bad object must not cost a relist", src.ListCalls())
+			}
+		})
+	}
+}
+
+func TestWatchListStreamsInitialStateAndFallsBackToList(t *testing.T) {
+	for _, supported := range []bool{true, false} {
+		t.Run(fmt.Sprintf("supported=%v", supported), func(t *testing.T) {
+			src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b"))
+			src.SetWatchListSupported(supported)
+			cache := start(t, src, reflect.Options[obj]{WatchList: true})
+			cache.waitFor(t, "replace", cache.last(1))
+			_ = src.WaitForWatchers(context.Background(), 1)
+			if _, err := src.Create(cm("c")); err != nil {
+				t.Fatal(err)
+			}
+			cache.waitFor(t, "add", cache.last(2))
+			want := []call{{Op: "Replace", Names: []string{"a", "b"}}, {Op: "Add", Type: event.Added, Names: []string{"c"}}}
+			if diff := cmp.Diff(want, cache.calls); diff != "" {
+				t.Errorf("cache calls (-want +got):\n%s", diff)
+			}
+			wantLists := 0
+			if !supported {
+				wantLists = 1
+			}
+			if got := src.ListCalls(); got != wantLists {
+				t.Errorf("ListCalls() = %d, want %d", got, wantLists)
+			}
+		})
+	}
+}
+
+func TestPagesLargeLists(t *testing.T) {
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b"), cm("c"))
+	cache := start(t, src, reflect.Options[obj]{PageSize: 2})
+	cache.waitFor(t, "replace", cache.last(1))
+	if diff := cmp.Diff([]call{{Op: "Replace", Names: []string{"a", "b", "c"}}}, cache.calls); diff != "" {
+		t.Errorf("cache calls (-want +got):\n%s", diff)
+	}
+	if got := src.ListCalls(); got != 2 {
+		t.Errorf("ListCalls() = %d, want 2 pages", got)
+	}
+}
+
+func TestResyncsEveryPeriod(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+	cache := start(t, src, reflect.Options[obj]{Clock: clk, ResyncPeriod: time.Minute})
+	cache.waitFor(t, "replace", cache.last(1))
+	step(t, clk, time.Minute)
+	cache.waitFor(t, "synchronize", cache.last(2))
+	if cache.calls[1].Op != "Synchronize" {
+		t.Errorf("second call = %+v, want Synchronize", cache.calls[1])
+	}
+}
+
+func TestTransformRunsBeforeCaching(t *testing.T) {
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+	cache := start(t, src, reflect.Options[obj]{Transform: func(o obj) (obj, error) {
+		if o.Name == "bad" {
+			return nil, errors.New("cannot transform")
+		}
+		o.Name += "-t"
+		return o, nil
+	}})
+	cache.waitFor(t, "replace", cache.last(1))
+	_ = src.WaitForWatchers(context.Background(), 1)
+	_, _ = src.Create(cm("bad"))
+	_, _ = src.Create(cm("b"))
+	cache.waitFor(t, "add", cache.last(2))
+	want := []call{{Op: "Replace", Names: []string{"a-t"}}, {Op: "Add", Type: event.Added, Names: []string{"b-t"}}}
+	if diff := cmp.Diff(want, cache.calls); diff != "" {
+		t.Errorf("cache calls (-want +got):\n%s", diff)
+	}
+	if len(cache.errs) != 1 {
+		t.Errorf("errors = %v, want the transform failure", cache.errs)
+	}
+}
