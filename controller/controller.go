@@ -201,7 +201,7 @@ func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration,
 	if err != nil {
 		return nil, err
 	}
-	return &Registration{synced: r.synced, remove: func() {
+	return &Registration{synced: r.synced, pending: r.pending, remove: func() {
 		c.consumer.WithSnapshot(func(*eventcache.Store[T]) { c.dist.remove(r) })
 		r.stop()
 	}}, nil

@@ -70,9 +70,15 @@ func (e *HandlerPanicError) Error() string {
 // Registration is a handler's membership in a Controller.
 type Registration struct {
 	synced  <-chan struct{}
+	pending func() int
 	remove  func()
 	removed sync.Once
 }
+
+// Pending returns the number of keys waiting in the handler's backlog. Each key holds at
+// most queue.MaxCompressedLen events (unless WithFullHistory), so this bounds the
+// backlog's memory however many events a slow handler falls behind by.
+func (r *Registration) Pending() int { return r.pending() }
 
 // HasSynced reports whether the handler has processed the initial state: every object
 // of the controller's first list when it was registered before the controller synced,
@@ -144,6 +150,12 @@ func (r *runner[T]) checkSynced() {
 		r.syncedDone = true
 		close(r.synced)
 	}
+}
+
+func (r *runner[T]) pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.backlog.Len()
 }
 
 func (r *runner[T]) stop() {

@@ -76,7 +76,6 @@ type EventQueueCollection[T event.Object] struct {
 	closed    bool
 }
 
-
 // NewEventQueueCollection returns an empty collection that reads the known objects from
 // known. The consumer that drains it must hold known's Writer.
 func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *EventQueueCollection[T] {

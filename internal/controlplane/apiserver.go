@@ -1,0 +1,107 @@
+//go:build unix
+
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// apiServerGracePeriod is how long kube-apiserver may take to exit
+	// after SIGTERM before it gets SIGKILL. With the shutdown flags below
+	// it takes about a second.
+	apiServerGracePeriod = 10 * time.Second
+	// apiServerGracePeriodWithoutEtcd replaces apiServerGracePeriod while
+	// etcd is down: the apiserver would spend 10 s or more trying to delete
+	// its leases, and has nothing to save.
+	apiServerGracePeriodWithoutEtcd = time.Second
+)
+
+// apiServerArgs returns the command line of kube-apiserver, ending with
+// Options.ExtraAPIServerArgs.
+func (cp *ControlPlane) apiServerArgs() []string {
+	args := []string{
+		"--etcd-servers=" + cp.EtcdURL(),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(cp.apiPort),
+		"--cert-dir=" + filepath.Join(cp.dir, "apiserver-certs"), // unused: the files below are given
+		"--tls-cert-file=" + cp.pki.servingCertFile,
+		"--tls-private-key-file=" + cp.pki.servingKeyFile,
+		"--client-ca-file=" + cp.pki.caFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + cp.pki.serviceAccountKeyFile,
+		"--service-account-signing-key-file=" + cp.pki.serviceAccountKeyFile,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--allow-privileged=true",
+		// There is no controller manager to create service accounts, so
+		// this admission plugin would reject every pod.
+		"--disable-admission-plugins=ServiceAccount",
+		"--enable-priority-and-fairness=false",
+		"--profiling=false",
+		// Exit promptly on SIGTERM: no load balancer needs a delay, and open
+		// watches would otherwise hold the shutdown for up to a minute.
+		"--shutdown-delay-duration=0s",
+		"--shutdown-watch-termination-grace-period=2s",
+	}
+	return append(args, cp.extraAPIServerArgs...)
+}
+
+// startAPIServerLocked starts kube-apiserver and waits until it is ready.
+// cp.mu is held.
+func (cp *ControlPlane) startAPIServerLocked(ctx context.Context) (*process, error) {
+	p, err := startProcess(cp.log, apiServerBinary, filepath.Join(cp.binDir, apiServerBinary), cp.apiServerArgs(), filepath.Join(cp.dir, "kube-apiserver.log"))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitUntil(ctx, "ready", cp.apiServerReady); err != nil {
+		p.kill(cp.log)
+		return p, err
+	}
+	return p, nil
+}
+
+// apiServerReady checks, as the admin, that /readyz answers 200 and that the
+// default namespace exists. The serving certificate is verified against our
+// CA, so a foreign server on the port cannot pass.
+func (cp *ControlPlane) apiServerReady(ctx context.Context) error {
+	for _, path := range []string{"/readyz", "/api/v1/namespaces/default"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.admin.Host+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := cp.apiHTTP.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s: %s", path, resp.Status, failedChecks(body))
+		}
+	}
+	return nil
+}
+
+// failedChecks keeps the failed checks ("[-]...") of a /readyz answer, or
+// returns the whole body if there are none.
+func failedChecks(body []byte) string {
+	var failed []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "[-]") {
+			failed = append(failed, line)
+		}
+	}
+	if len(failed) == 0 {
+		return strings.TrimSpace(string(body))
+	}
+	return strings.Join(failed, "; ")
+}
