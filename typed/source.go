@@ -1,0 +1,148 @@
+package typed
+
+import (
+	"context"
+	"fmt"
+	goreflect "reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/event"
+)
+
+// The metadata client is a ListerWatcher of PartialObjectMetadata as it is: watch only
+// the metadata of any resource, at a fraction of the memory.
+var _ controller.ListerWatcher[*metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList] = metadata.ResourceInterface(nil)
+
+// The dynamic client is a ListerWatcher of Unstructured as it is.
+var _ controller.ListerWatcher[*unstructured.Unstructured, *unstructured.UnstructuredList] = dynamic.ResourceInterface(nil)
+
+// List is a generic list type for object types that have none, such as a CRD's Go struct
+// written by hand: List[*MyResource] is the L of a controller over *MyResource.
+type List[T event.Object] struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []T `json:"items"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *List[T]) DeepCopyObject() runtime.Object {
+	out := &List[T]{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	out.Items = make([]T, len(l.Items))
+	for i, item := range l.Items {
+		out.Items[i] = item.DeepCopyObject().(T)
+	}
+	return out
+}
+
+// Dynamic lists and watches a resource through the dynamic client and converts each
+// object to T, a Go struct with JSON tags like any API type, with no code generation
+// (runtime.DefaultUnstructuredConverter does the work). It is a
+// controller.ListerWatcher[T, *List[T]].
+type Dynamic[T event.Object] struct {
+	client dynamic.ResourceInterface
+	// OnError receives conversion failures; the object is skipped (in a list) or passed on
+	// unconverted (in a watch, where the reflector reports it as an unexpected object).
+	OnError func(error)
+}
+
+// FromDynamic returns a Dynamic over client, for example
+// dynamicClient.Resource(gvr).Namespace(ns).
+func FromDynamic[T event.Object](client dynamic.ResourceInterface) *Dynamic[T] {
+	return &Dynamic[T]{client: client}
+}
+
+var _ controller.ListerWatcher[*unstructured.Unstructured, *List[*unstructured.Unstructured]] = (*Dynamic[*unstructured.Unstructured])(nil)
+
+func newObject[T event.Object]() T {
+	var zero T
+	return goreflect.New(goreflect.TypeOf(zero).Elem()).Interface().(T)
+}
+
+func convert[T event.Object](u *unstructured.Unstructured) (T, error) {
+	obj := newObject[T]()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		var zero T
+		return zero, fmt.Errorf("converting %s %s/%s to %T: %w", u.GetKind(), u.GetNamespace(), u.GetName(), obj, err)
+	}
+	return obj, nil
+}
+
+func (d *Dynamic[T]) report(err error) {
+	if d.OnError != nil {
+		d.OnError(err)
+	}
+}
+
+// List lists through the dynamic client and converts every item.
+func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T], error) {
+	ul, err := d.client.List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &List[T]{TypeMeta: metav1.TypeMeta{APIVersion: ul.GetAPIVersion(), Kind: ul.GetKind()}}
+	out.SetResourceVersion(ul.GetResourceVersion())
+	out.SetContinue(ul.GetContinue())
+	out.RemainingItemCount = ul.GetRemainingItemCount()
+	out.Items = make([]T, 0, len(ul.Items))
+	for i := range ul.Items {
+		obj, err := convert[T](&ul.Items[i])
+		if err != nil {
+			d.report(err)
+			continue
+		}
+		out.Items = append(out.Items, obj)
+	}
+	return out, nil
+}
+
+// Watch watches through the dynamic client and converts every object.
+func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := d.client.Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		u, ok := e.Object.(*unstructured.Unstructured)
+		if !ok || e.Type == watch.Error {
+			return e, true
+		}
+		obj, err := convert[T](u)
+		if err != nil {
+			d.report(err)
+			return e, true
+		}
+		e.Object = obj
+		return e, true
+	}), nil
+}
+
+// StripManagedFields is a transform for controller.WithTransform that drops
+// metadata.managedFields, which controllers rarely read and which is often most of an
+// object's size.
+func StripManagedFields[T event.Object](obj T) (T, error) {
+	obj.SetManagedFields(nil)
+	return obj, nil
+}
+
+// Selectors narrows a controller to objects matching a label and a field selector (either
+// may be nil), on the server: other objects are never sent.
+func Selectors(label labels.Selector, field fields.Selector) controller.Option {
+	return controller.WithListOptions(func(o *metav1.ListOptions) {
+		if label != nil {
+			o.LabelSelector = label.String()
+		}
+		if field != nil {
+			o.FieldSelector = field.String()
+		}
+	})
+}
