@@ -1,0 +1,65 @@
+package typed_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/typed"
+)
+
+func TestOwnerKeysMapsOwnerReferencesOfTheKind(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web"},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: "not-a-replicaset"},
+		{APIVersion: "example.com/v1", Kind: "ReplicaSet", Name: "other-group"},
+	}}}
+	got := typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"})(pod)
+	if diff := cmp.Diff([]string{"ns/web"}, got); diff != "" {
+		t.Errorf("owner keys (-want +got):\n%s", diff)
+	}
+}
+
+func TestRelatedEventsReconcileTheirOwners(t *testing.T) {
+	owned := func(name, owner string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "v1", Kind: "ConfigMap", Name: owner},
+		}}}
+	}
+	primaries := fake.New[obj, list](cm("a", "1"))
+	secondaries := fake.New[*corev1.Secret, *corev1.SecretList](owned("a-copy", "a"))
+	pc := controller.New[obj, list](primaries)
+	sc := controller.New[*corev1.Secret, *corev1.SecretList](secondaries)
+	got := newCalls()
+	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+		got.add(req.Key)
+		return typed.Result{}, nil
+	}), typed.Options{})
+	typed.Related(l, sc, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 3)
+	for _, run := range []func(context.Context) error{pc.Run, sc.Run, l.Run} {
+		go func() { _ = run(ctx); done <- struct{}{} }()
+	}
+	defer func() {
+		cancel()
+		for range 3 {
+			<-done
+		}
+	}()
+	got.wait(t, 1) // the initial reconcile of ns/a
+	_ = secondaries.WaitForWatchers(ctx, 1)
+	if _, err := secondaries.Delete("ns", "a-copy"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ns/a", "ns/a"}, got.wait(t, 2)); diff != "" {
+		t.Errorf("reconciles (-want +got):\n%s", diff)
+	}
+}
