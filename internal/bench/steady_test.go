@@ -1,0 +1,34 @@
+package bench
+
+import "testing"
+
+// steadyBatch is how many modifications one op of BenchmarkSteadyState streams: enough
+// for a meaningful figure with -benchtime 1x (one op), as `make bench` runs it.
+const steadyBatch = 500_000
+
+func benchSteadyState(b *testing.B, lib library, d *Dataset) {
+	defer checkLeaks(b, nil)()
+	b.StopTimer()
+	rec := &recorder{isFinal: d.IsFinal}
+	inf, w := startSynced(b, lib, NewSource(d.List), rec, d.Keys)
+	defer stopAndCheck(b, inf)
+	gcNow()
+	b.ResetTimer()
+
+	var m allocMeter
+	for range b.N {
+		caughtUp := rec.expectFinals(d.Touched())
+		m.begin(b)
+		for i := range d.Events {
+			if !w.Send(d.Event(i)) {
+				b.Fatal("the watch was stopped during the benchmark")
+			}
+		}
+		wait(b, caughtUp, "the handler to see the last state of every key")
+		m.end(b)
+	}
+	events := b.N * d.Events
+	b.ReportMetric(float64(events)/m.elapsed.Seconds(), "events/s")
+	m.report(b, events, "event")
+	b.ReportMetric(float64(rec.updates.Load())/float64(events), "handled/event")
+}

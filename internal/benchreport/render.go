@@ -1,0 +1,419 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The two libraries, as the lib= element of the benchmark names spells them.
+const (
+	ours   = "typedinformer"
+	theirs = "client-go"
+)
+
+// metric is one line of a scenario's table.
+type metric struct {
+	unit  string // as go test prints it
+	label string
+	// rate is true for metrics where more is better (events/s); the ratio is then
+	// typedinformer / client-go, otherwise client-go / typedinformer, so that a ratio
+	// above 1 always means that typedinformer does better.
+	rate bool
+	// noRatio shows no ratio: the metric describes behaviour, not cost.
+	noRatio bool
+	// target is the least ratio that meets the issue's target, 0 for none.
+	target     float64
+	targetText string
+	format     func(float64) string
+}
+
+// scenario is one section of the report, for one top-level benchmark.
+type scenario struct {
+	bench   string // top-level benchmark name, "BenchmarkSteadyState"
+	title   string
+	about   string
+	metrics []metric
+	notes   string
+	// flat, when set, adds the stalled-handler check: does the heap stay flat from the
+	// case with the fewest events to the case with the most?
+	flat bool
+}
+
+var scenarios = []scenario{
+	{
+		bench: "BenchmarkSteadyState",
+		title: "Steady state: modifications through the watch",
+		about: "The cache holds N objects; modifications of them (round robin over the keys) stream " +
+			"through the watch to one handler that only counts. One op is a batch of 500,000 " +
+			"events, timed from the first push until the handler has seen the last state of every key.",
+		metrics: []metric{
+			{unit: "events/s", label: "events/s", rate: true, target: 3, targetText: "≥ 3× events/s", format: count},
+			{unit: "allocs/event", label: "allocs/event", target: 3, targetText: "≤ 1/3 allocs", format: decimal},
+			{unit: "B/event", label: "bytes/event", format: byteSize},
+			{unit: "ns/event", label: "time/event", format: nanos},
+			{unit: "handled/event", label: "handler calls/event", noRatio: true, format: decimal},
+		},
+		notes: "*handler calls/event* below 1 means that typedinformer merged consecutive modifications " +
+			"of a key that was still pending (its per-key compression: the handler gets the newest state); " +
+			"client-go calls the handler once per event. Both runs end in the same state.",
+	},
+	{
+		bench: "BenchmarkInitialSync",
+		title: "Initial sync",
+		about: "A new controller or informer lists N objects (one in-memory list) until its handler has " +
+			"received every addition and both it and the handler's registration report synced. " +
+			"One op is one full sync, after one untimed warm-up sync.",
+		metrics: []metric{
+			{unit: "ns/object", label: "time/object", target: 2, targetText: "≥ 2× faster", format: nanos},
+			{unit: "B/object", label: "bytes/object", target: 2, targetText: "≤ 1/2 bytes", format: byteSize},
+			{unit: "allocs/object", label: "allocs/object", format: decimal},
+			{unit: "ns/op", label: "time to sync", format: nanos},
+		},
+	},
+	{
+		bench: "BenchmarkStalledHandler",
+		title: "Stalled handler: memory",
+		about: "After the sync of 10,000 objects the one handler blocks on its first modification; then " +
+			"M modifications over the 10,000 keys stream in. *heap* is the growth of HeapInuse (after " +
+			"two GCs) from after the sync to when every event has reached the handler's backlog. " +
+			"The handler is then released and the library stopped.",
+		metrics: []metric{
+			{unit: "heap-MB", label: "heap growth", format: megabytes},
+			{unit: "ns/event", label: "time/event", format: nanos},
+			{unit: "B/event", label: "bytes/event", format: byteSize},
+		},
+		flat: true,
+	},
+	{
+		bench: "BenchmarkReads",
+		title: "Reads while writes stream in",
+		about: "The cache holds 10,000 objects in 10 namespaces while modifications stream in at " +
+			"10,000/s. *get*: typedinformer `Store().Get(key)` vs client-go `GetByKey` plus the type " +
+			"assertion; *list*: `Store().List()` vs indexer `List()`; *by-namespace*: " +
+			"`Store().ByIndex(eventcache.NamespaceIndex, ns)` (1,000 objects) vs indexer " +
+			"`ByIndex(cache.NamespaceIndex, ns)`. One op is a batch of reads of one kind.",
+		metrics: []metric{
+			{unit: "ns/read", label: "time/read", target: 0.95, targetText: "no slower (≥ 0.95×)", format: nanos},
+			{unit: "B/read", label: "bytes/read", format: byteSize},
+			{unit: "allocs/read", label: "allocs/read", format: decimal},
+			{unit: "writes/s", label: "writes absorbed/s", rate: true, format: count},
+		},
+		notes: "The allocation figures include the write pipeline's allocations during the reads (which is " +
+			"all that *get* shows: it allocates nothing itself). client-go's `List` and `ByIndex` return " +
+			"`[]interface{}`; a typed lister would add a conversion pass on top. *writes absorbed/s* is the " +
+			"write rate each library sustained while being read (the writer catches up when held up); " +
+			"below 10,000 means that readers held writes back. The target allows 5% for measurement noise.",
+	},
+	{
+		bench: "BenchmarkControlPlaneSync",
+		title: "Real control plane: sync from kube-apiserver",
+		about: "10,000 ConfigMaps in one namespace of a local etcd and kube-apiserver (internal/controlplane), " +
+			"read through a generated typed client (`clientset.CoreV1().ConfigMaps(ns)`), over HTTP/2 on " +
+			"loopback. Time from starting the library to every addition delivered and synced, after one " +
+			"untimed warm-up sync. Decoding the list, the same client-go code for both, dominates.",
+		metrics: []metric{
+			{unit: "ns/op", label: "time to sync", format: nanos},
+			{unit: "B/object", label: "bytes/object", format: byteSize},
+			{unit: "allocs/object", label: "allocs/object", format: decimal},
+		},
+	},
+}
+
+// runInfo says how the benchmarks were run.
+type runInfo struct {
+	benchtime string
+	count     int
+	bench     string
+	took      time.Duration
+	raw       string
+}
+
+// verdict is one target's outcome, for the summary.
+type verdict struct {
+	scenario, cas, target, ratio, result string
+}
+
+func render(r *results, m machine, run runInfo) string {
+	var b strings.Builder
+	var verdicts []verdict
+	var body strings.Builder
+	for i, sc := range scenarios {
+		verdicts = append(verdicts, renderScenario(&body, r, i+1, sc)...)
+	}
+
+	fmt.Fprintf(&b, "# Benchmarks: typedinformer and client-go side by side\n\n")
+	fmt.Fprintf(&b, "Written by `make bench` (`go run ./internal/benchreport`) on %s. "+
+		"Do not edit: run `make bench` again. The raw `go test` output is in `%s`.\n\n",
+		m.date.Format("2006-01-02 15:04 MST"), run.raw)
+
+	fmt.Fprintf(&b, "## Machine\n\n| | |\n|---|---|\n")
+	fmt.Fprintf(&b, "| CPU | %s |\n", m.cpu)
+	procs := ""
+	if r.procs > 0 {
+		procs = fmt.Sprintf(", GOMAXPROCS=%d", r.procs)
+	}
+	fmt.Fprintf(&b, "| Cores | %d logical%s |\n", m.cores, procs)
+	fmt.Fprintf(&b, "| Go | %s, %s", m.goVersion, m.osArch)
+	if m.kernel != "" {
+		fmt.Fprintf(&b, ", Linux %s", m.kernel)
+	}
+	fmt.Fprintf(&b, " |\n")
+	fmt.Fprintf(&b, "| client-go | %s: `cache.NewSharedIndexInformer`, no resync, namespace index, WatchListClient off |\n", orUnknown(m.clientGo))
+	fmt.Fprintf(&b, "| typedinformer | %s: `controller.New`, default options (watch-list off) |\n", orUnknown(m.revision))
+	fmt.Fprintf(&b, "| Date | %s |\n", m.date.Format(time.RFC3339))
+	if m.load != "" {
+		fmt.Fprintf(&b, "| Load before the run | %s (1-minute average; other processes running meanwhile skew the figures) |\n", m.load)
+	}
+	fmt.Fprintf(&b, "| Command | `go test -run '^$' -bench '%s' -benchmem -benchtime %s -count %d ./internal/bench/` (%v) |\n",
+		run.bench, run.benchtime, run.count, run.took.Round(time.Second))
+	fmt.Fprintf(&b, "\n")
+
+	fmt.Fprintf(&b, "## How to read the tables\n\n")
+	fmt.Fprintf(&b, "Both libraries get identical input: the same pre-built `*corev1.ConfigMap` objects, through the "+
+		"same in-memory list and watch (an unbuffered channel, like a real watch), built before the timed part "+
+		"(the last scenario reads from a real kube-apiserver instead). Each runs with one handler.\n\n")
+	fmt.Fprintf(&b, "**×** is how much better typedinformer does: client-go ÷ typedinformer for costs (time, bytes, "+
+		"allocations, heap) and typedinformer ÷ client-go for rates (events/s, writes/s). "+
+		"**Above 1× typedinformer is better; below 1× client-go is.** ")
+	if run.count > 1 {
+		fmt.Fprintf(&b, "Each figure is the median of %d runs. ", run.count)
+	} else {
+		fmt.Fprintf(&b, "Each figure comes from a single run (`-count 1`): expect a few percent of noise, "+
+			"more on a busy machine; use `-count` for medians. ")
+	}
+	fmt.Fprintf(&b, "Targets are the issue's; *result* says whether typedinformer meets them.\n\n")
+
+	fmt.Fprintf(&b, "## Targets\n\n")
+	met := 0
+	for _, v := range verdicts {
+		if v.result == "pass" {
+			met++
+		}
+	}
+	fmt.Fprintf(&b, "%d of %d targets met.\n\n", met, len(verdicts))
+	fmt.Fprintf(&b, "| scenario | case | target | × | result |\n|---|---|---|---:|---|\n")
+	for _, v := range verdicts {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", v.scenario, v.cas, v.target, v.ratio, mark(v.result))
+	}
+	fmt.Fprintf(&b, "\n")
+
+	b.WriteString(body.String())
+
+	fmt.Fprintf(&b, "## How to reproduce\n\n")
+	fmt.Fprintf(&b, "```sh\n")
+	fmt.Fprintf(&b, "make bench                      # builds etcd and kube-apiserver once, runs everything, rewrites BENCHMARKS.md\n")
+	fmt.Fprintf(&b, "make bench BENCHTIME=5x         # more ops per benchmark\n")
+	fmt.Fprintf(&b, "go run ./internal/benchreport -count 5           # medians of 5 runs\n")
+	fmt.Fprintf(&b, "go run ./internal/benchreport -bench SteadyState # one scenario\n")
+	fmt.Fprintf(&b, "```\n\n")
+	fmt.Fprintf(&b, "Without the control plane binaries (`make controlplane`) the real control plane scenario is skipped.\n\n")
+	fmt.Fprintf(&b, "To compare two versions of typedinformer, run the benchmarks on each and compare with benchstat:\n\n")
+	fmt.Fprintf(&b, "```sh\n")
+	fmt.Fprintf(&b, "git checkout OLD && go test -run '^$' -bench . -benchmem -count 10 ./internal/bench/ | tee old.txt\n")
+	fmt.Fprintf(&b, "git checkout NEW && go test -run '^$' -bench . -benchmem -count 10 ./internal/bench/ | tee new.txt\n")
+	fmt.Fprintf(&b, "go run golang.org/x/perf/cmd/benchstat@latest old.txt new.txt\n")
+	fmt.Fprintf(&b, "```\n\n")
+	fmt.Fprintf(&b, "benchstat also puts the two libraries of one run side by side: "+
+		"`go run golang.org/x/perf/cmd/benchstat@latest -col /lib %s`.\n\n", run.raw)
+	fmt.Fprintf(&b, "Profiles of one library in one scenario: "+
+		"`go test -run '^$' -bench 'SteadyState/objects=1000/lib=typedinformer' -benchtime 3x "+
+		"-cpuprofile cpu.out -memprofile mem.out ./internal/bench/`, then `go tool pprof -top cpu.out`.\n")
+	return b.String()
+}
+
+// renderScenario writes scenario number n and returns the verdicts of its targets.
+func renderScenario(b *strings.Builder, r *results, n int, sc scenario) []verdict {
+	fmt.Fprintf(b, "## %d. %s\n\n%s\n\n", n, sc.title, sc.about)
+	cases := r.cases(sc.bench)
+	if reason := r.skipReason(sc.bench); reason != "" && len(cases) == 0 {
+		fmt.Fprintf(b, "**Skipped:** %s\n\n", reason)
+		return nil
+	}
+	if len(cases) == 0 {
+		fmt.Fprintf(b, "Not run (see `-bench`).\n\n")
+		return nil
+	}
+	for _, line := range r.logs[sc.bench] {
+		fmt.Fprintf(b, "> %s\n", line)
+	}
+	if len(r.logs[sc.bench]) > 0 {
+		fmt.Fprintf(b, "\n")
+	}
+	var verdicts []verdict
+	fmt.Fprintf(b, "| case | metric | client-go | typedinformer | × (>1: typedinformer better) | target | result |\n")
+	fmt.Fprintf(b, "|---|---|---:|---:|---:|---|---|\n")
+	for _, c := range cases {
+		for _, mt := range sc.metrics {
+			cg, okCG := r.median(c.names[theirs], mt.unit)
+			ti, okTI := r.median(c.names[ours], mt.unit)
+			if !okCG && !okTI {
+				continue
+			}
+			cgText, tiText, ratioText, result := "—", "—", "—", ""
+			if okCG {
+				cgText = mt.format(cg)
+			}
+			if okTI {
+				tiText = mt.format(ti)
+			}
+			if okCG && okTI && !mt.noRatio {
+				ratio := math.NaN()
+				switch {
+				case mt.rate && cg != 0:
+					ratio = ti / cg
+				case !mt.rate && ti != 0:
+					ratio = cg / ti
+				}
+				ratioText = formatRatio(ratio)
+				if mt.target > 0 {
+					result = "miss"
+					if ratio >= mt.target {
+						result = "pass"
+					}
+				}
+			}
+			if mt.target > 0 {
+				if result == "" {
+					result = "n/a"
+				}
+				verdicts = append(verdicts, verdict{scenario: sc.title, cas: caseText(c.params), target: mt.targetText, ratio: ratioText, result: result})
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", caseText(c.params), mt.label, cgText, tiText, ratioText, mt.targetText, mark(result))
+		}
+	}
+	fmt.Fprintf(b, "\n")
+	if sc.flat {
+		verdicts = append(verdicts, renderFlat(b, r, sc, cases)...)
+	}
+	if sc.notes != "" {
+		fmt.Fprintf(b, "%s\n\n", sc.notes)
+	}
+	return verdicts
+}
+
+// renderFlat compares the heap growth of the first and the last case (fewest and most
+// events): flat means that ten times the events cost at most 1 MB or 10% more heap.
+func renderFlat(b *strings.Builder, r *results, sc scenario, cases []benchCase) []verdict {
+	if len(cases) < 2 {
+		return nil
+	}
+	first, last := cases[0], cases[len(cases)-1]
+	fmt.Fprintf(b, "Heap growth from *%s* to *%s*:\n\n", caseText(first.params), caseText(last.params))
+	fmt.Fprintf(b, "| library | %s | %s | difference | target | result |\n|---|---:|---:|---:|---|---|\n",
+		caseText(first.params), caseText(last.params))
+	var verdicts []verdict
+	for _, lib := range []string{theirs, ours} {
+		lo, ok1 := r.median(first.names[lib], "heap-MB")
+		hi, ok2 := r.median(last.names[lib], "heap-MB")
+		if !ok1 || !ok2 {
+			continue
+		}
+		diff := hi - lo
+		target, result := "", ""
+		if lib == ours {
+			target = "flat (+≤ 1 MB or +≤ 10%)"
+			result = "miss"
+			if diff <= math.Max(1, 0.1*math.Abs(lo)) {
+				result = "pass"
+			}
+			verdicts = append(verdicts, verdict{scenario: sc.title, cas: caseText(first.params) + " → " + caseText(last.params),
+				target: "flat heap", ratio: "—", result: result})
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %+.1f MB | %s | %s |\n", lib, megabytes(lo), megabytes(hi), diff, target, mark(result))
+	}
+	fmt.Fprintf(b, "\n")
+	return verdicts
+}
+
+func caseText(params string) string {
+	parts := strings.Split(params, "/")
+	for i, p := range parts {
+		if k, v, ok := strings.Cut(p, "="); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				v = count(float64(n))
+			}
+			parts[i] = k + "=" + v
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func mark(result string) string {
+	switch result {
+	case "pass":
+		return "✅ pass"
+	case "miss":
+		return "❌ miss"
+	}
+	return result
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func formatRatio(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", r)
+}
+
+// count formats a number with thousands separators and no decimals.
+func count(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(math.Abs(v))), 10)
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if v < 0 {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// decimal formats a small number with three significant digits, a large one with
+// thousands separators.
+func decimal(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1000:
+		return count(v)
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case a == 0:
+		return "0"
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}
+
+func byteSize(v float64) string { return decimal(v) + " B" }
+
+func megabytes(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " MB" }
+
+// nanos formats a duration given in nanoseconds.
+func nanos(v float64) string {
+	switch {
+	case v >= 1e9:
+		return strconv.FormatFloat(v/1e9, 'f', 2, 64) + " s"
+	case v >= 1e6:
+		return decimal(v/1e6) + " ms"
+	case v >= 1e4:
+		return decimal(v/1e3) + " µs"
+	default:
+		return decimal(v) + " ns"
+	}
+}
