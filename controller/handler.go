@@ -170,6 +170,7 @@ func (r *runner[T]) run(ctx context.Context, c *config) {
 	defer close(r.done)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var buf []event.Event[T]
 	for {
 		for r.backlog.Len() == 0 && !r.stopped {
 			r.cond.Wait()
@@ -177,7 +178,8 @@ func (r *runner[T]) run(ctx context.Context, c *config) {
 		if r.stopped {
 			return
 		}
-		key, events, marked, _ := r.backlog.Pop()
+		key, events, marked, _ := r.backlog.Pop(buf[:0])
+		buf = events
 		r.busyMarked = marked
 		r.mu.Unlock()
 		for _, e := range events {

@@ -36,12 +36,13 @@ func NewResourceTrackingConsumer[T event.Object](w *Writer[T], sink Sink[T], onE
 	return &ResourceTrackingConsumer[T]{w: w, sink: sink, onError: onError}
 }
 
-// Consume applies events, oldest first, to the known objects and delivers each one after
-// it has been applied.
-func (c *ResourceTrackingConsumer[T]) Consume(key string, events []event.Event[T]) {
+// Apply applies events, oldest first, to the known objects and returns them rewritten
+// against what was known (in place), without deletions of unknown keys. It holds the
+// consumer until the matching Deliver.
+func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T]) []event.Event[T] {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	var zero T
+	out := events[:0]
 	for _, e := range events {
 		switch e.Type {
 		case event.Added, event.Modified:
@@ -66,6 +67,16 @@ func (c *ResourceTrackingConsumer[T]) Consume(key string, events []event.Event[T
 		default:
 			continue
 		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Deliver passes events, as Apply returned them, to the sink, one at a time, and
+// releases the consumer.
+func (c *ResourceTrackingConsumer[T]) Deliver(key string, events []event.Event[T]) {
+	defer c.mu.Unlock()
+	for _, e := range events {
 		c.sink.Deliver(key, e)
 	}
 }

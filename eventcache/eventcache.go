@@ -36,9 +36,15 @@ type EventCache[T event.Object] interface {
 	Synchronize() error
 }
 
-// Consumer receives each key's pending events, oldest first, from the drain loop.
+// Consumer receives each key's pending events, oldest first, from the drain loop, in two
+// steps: Apply, with the collection locked, brings the known objects up to date, so that
+// Replace and Synchronize always see them consistent with the pending queues; Deliver,
+// with the collection unlocked, hands the events on, so that the reflector's Add does not
+// wait for delivery. Every Apply is followed by exactly one Deliver of what it returned,
+// before the next Apply.
 type Consumer[T event.Object] interface {
-	Consume(key string, events []event.Event[T])
+	Apply(key string, events []event.Event[T]) []event.Event[T]
+	Deliver(key string, events []event.Event[T])
 }
 
 // ErrInvalidEvent is returned, wrapped, by Add for an event with no valid type.
@@ -71,9 +77,11 @@ type EventQueueCollection[T event.Object] struct {
 	keyFunc event.KeyFunc[T]
 	opts    Options[T]
 
-	populated bool // the first Replace happened
-	synced    bool
-	closed    bool
+	populated      bool // the first Replace happened
+	synced         bool
+	closed         bool
+	inflightMarked bool // a key of the first Replace is being delivered
+	buf            []event.Event[T]
 }
 
 // NewEventQueueCollection returns an empty collection that reads the known objects from
@@ -112,7 +120,6 @@ func (c *EventQueueCollection[T]) Add(e event.Event[T]) error {
 // pending, for every key that is known or pending but not listed. Objects that have no
 // key are skipped and reported in the returned error; the rest of the list is recorded.
 func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
-	listed := make(map[string]struct{}, len(objects))
 	keys := make([]string, len(objects))
 	var errs []error
 	for i, obj := range objects {
@@ -122,42 +129,52 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
 			continue
 		}
 		keys[i] = key
-		listed[key] = struct{}{}
 	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	mark := !c.populated
+	// With nothing known or pending, as on the first list, nothing can be gone.
+	var listed map[string]struct{}
+	if c.known.Len() > 0 || c.fifo.Len() > 0 {
+		listed = make(map[string]struct{}, len(keys))
+		for _, key := range keys {
+			listed[key] = struct{}{}
+		}
+	}
+	c.fifo.Grow(len(objects))
 	for i, obj := range objects {
 		if keys[i] == "" {
 			continue
 		}
 		c.fifo.Push(keys[i], event.Event[T]{Type: event.Added, Object: obj, Sync: true}, mark)
 	}
-	var gone []event.Event[T]
-	var goneKeys []string
-	c.known.Range(func(key string, obj T) bool {
-		if _, ok := listed[key]; !ok {
-			goneKeys = append(goneKeys, key)
-			gone = append(gone, event.Event[T]{Type: event.Deleted, Object: obj, Sync: true, FinalStateUnknown: true})
-		}
-		return true
-	})
-	for _, key := range c.fifo.Keys() {
-		if _, ok := listed[key]; ok || c.known.has(key) {
-			continue
-		}
-		goneKeys = append(goneKeys, key)
-		gone = append(gone, event.Event[T]{Type: event.Deleted, Sync: true, FinalStateUnknown: true})
-	}
-	for i, key := range goneKeys {
-		e := gone[i]
-		if q := c.fifo.Pending(key); q != nil {
-			if last, ok := q.Last(); ok && last.Type != event.Deleted {
-				e.Object = last.Object // the newest state the pipeline has seen
+	if listed != nil {
+		var gone []event.Event[T]
+		var goneKeys []string
+		c.known.Range(func(key string, obj T) bool {
+			if _, ok := listed[key]; !ok {
+				goneKeys = append(goneKeys, key)
+				gone = append(gone, event.Event[T]{Type: event.Deleted, Object: obj, Sync: true, FinalStateUnknown: true})
 			}
+			return true
+		})
+		c.fifo.Range(func(key string, _ *queue.EventQueue[T]) bool {
+			if _, ok := listed[key]; !ok && !c.known.has(key) {
+				goneKeys = append(goneKeys, key)
+				gone = append(gone, event.Event[T]{Type: event.Deleted, Sync: true, FinalStateUnknown: true})
+			}
+			return true
+		})
+		for i, key := range goneKeys {
+			e := gone[i]
+			if q := c.fifo.Pending(key); q != nil {
+				if last, ok := q.Last(); ok && last.Type != event.Deleted {
+					e.Object = last.Object // the newest state the pipeline has seen
+				}
+			}
+			c.fifo.Push(key, e, mark)
 		}
-		c.fifo.Push(key, e, mark)
 	}
 	c.populated = true
 	c.changed()
@@ -165,8 +182,9 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
 }
 
 // Synchronize records a synchronization modification for every known object that has
-// nothing pending. An object whose deletion is pending is left alone, and no deletion is
-// ever in flight outside the lock, so a resync never resurrects an object.
+// nothing pending. An object whose deletion is pending is left alone, and a deletion being
+// delivered has already been applied to the known objects, so a resync never resurrects
+// an object.
 func (c *EventQueueCollection[T]) Synchronize() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -187,7 +205,7 @@ func (c *EventQueueCollection[T]) Synchronize() error {
 
 // changed wakes the drain loop and updates the synced state. Called with mu held.
 func (c *EventQueueCollection[T]) changed() {
-	if !c.synced && c.populated && c.fifo.Marked() == 0 {
+	if !c.synced && c.populated && c.fifo.Marked() == 0 && !c.inflightMarked {
 		c.synced = true
 		if c.opts.OnSynced != nil {
 			c.opts.OnSynced()
@@ -200,9 +218,9 @@ func (c *EventQueueCollection[T]) changed() {
 }
 
 // Drain is the single drain loop: it hands each pending key's events, in line order, to
-// consumer, while holding the collection's lock. It returns when ctx is done (with
-// ctx.Err()) or the collection is closed (with ErrClosed). Only one Drain may run at a
-// time.
+// consumer (Apply with the collection locked, Deliver unlocked). It returns when ctx is
+// done (with ctx.Err()) or the collection is closed (with ErrClosed). Only one Drain may
+// run at a time.
 func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
 	stop := context.AfterFunc(ctx, func() {
 		c.mu.Lock()
@@ -226,14 +244,24 @@ func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer Consumer[T
 	}
 }
 
-// consumeOne hands the longest-pending key to consumer. Called with mu held.
+// consumeOne hands the longest-pending key to consumer. Called with mu held; it releases
+// mu while the events are delivered.
 func (c *EventQueueCollection[T]) consumeOne(consumer Consumer[T]) bool {
-	key, events, _, ok := c.fifo.Pop()
+	key, events, marked, ok := c.fifo.Pop(c.buf[:0])
 	if !ok {
 		return false
 	}
-	consumer.Consume(key, events)
+	c.buf = events
+	c.inflightMarked = marked
+	events = consumer.Apply(key, events)
 	c.changed()
+	c.mu.Unlock()
+	consumer.Deliver(key, events)
+	c.mu.Lock()
+	if marked {
+		c.inflightMarked = false
+		c.changed()
+	}
 	return true
 }
 

@@ -51,13 +51,14 @@ type Writer[T event.Object] struct {
 func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 	s := &Store[T]{
 		items:    make(map[string]T),
-		indexers: Indexers[T]{NamespaceIndex: NamespaceIndexFunc[T]},
-		indices:  make(map[string]map[string]map[string]struct{}),
+		indexers: Indexers[T]{},
+		indices:  map[string]map[string]map[string]struct{}{NamespaceIndex: {}},
 	}
 	for name, fn := range indexers {
+		if name == NamespaceIndex {
+			continue // built in, and kept without calling an IndexFunc
+		}
 		s.indexers[name] = fn
-	}
-	for name := range s.indexers {
 		s.indices[name] = make(map[string]map[string]struct{})
 	}
 	return &Writer[T]{s: s}
@@ -75,6 +76,15 @@ func (w *Writer[T]) Set(key string, obj T) (prior T, existed bool, err error) {
 	defer s.mu.Unlock()
 	prior, existed = s.items[key]
 	s.items[key] = obj
+	// The namespace index is maintained inline: it is on every store, and an IndexFunc
+	// call would allocate two slices per update.
+	if ns := obj.GetNamespace(); !existed || prior.GetNamespace() != ns {
+		idx := s.indices[NamespaceIndex]
+		if existed {
+			removeKey(idx, prior.GetNamespace(), key)
+		}
+		addKey(idx, ns, key)
+	}
 	for name, fn := range s.indexers {
 		var old []string
 		if existed {
@@ -93,12 +103,7 @@ func (w *Writer[T]) Set(key string, obj T) (prior T, existed bool, err error) {
 			removeKey(idx, v, key)
 		}
 		for _, v := range cur {
-			set := idx[v]
-			if set == nil {
-				set = make(map[string]struct{})
-				idx[v] = set
-			}
-			set[key] = struct{}{}
+			addKey(idx, v, key)
 		}
 	}
 	return prior, existed, err
@@ -114,6 +119,7 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 		return prior, false
 	}
 	delete(s.items, key)
+	removeKey(s.indices[NamespaceIndex], prior.GetNamespace(), key)
 	for name, fn := range s.indexers {
 		old, _ := fn(prior)
 		for _, v := range old {
@@ -121,6 +127,15 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 		}
 	}
 	return prior, true
+}
+
+func addKey(idx map[string]map[string]struct{}, value, key string) {
+	set := idx[value]
+	if set == nil {
+		set = make(map[string]struct{})
+		idx[value] = set
+	}
+	set[key] = struct{}{}
 }
 
 func removeKey(idx map[string]map[string]struct{}, value, key string) {

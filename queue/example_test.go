@@ -20,7 +20,7 @@ func ExampleFIFO() {
 	f.Push("ns/b", event.Event[*corev1.ConfigMap]{Type: event.Added, Object: cm("b", "4")}, false)
 	f.Push("ns/b", event.Event[*corev1.ConfigMap]{Type: event.Deleted, Object: cm("b", "5")}, false)
 	for {
-		key, events, _, ok := f.Pop()
+		key, events, _, ok := f.Pop(nil)
 		if !ok {
 			break
 		}

@@ -15,23 +15,39 @@ type FIFO[T event.Object] struct {
 	compression Compression
 	known       func(key string, first event.Event[T]) bool
 	marked      int
-	free        *entry[T]
-	nfree       int
+	// free recycles entries, with their event slices: in steady state every event makes a
+	// key pending and every pop retires it, so reuse saves allocations per event.
+	free  *entry[T]
+	nfree int
+	// peak is the most keys pending since the FIFO was last empty. Go maps never shrink,
+	// and lookups in a map grown by a burst (an initial list of 100,000 objects) are cache
+	// misses ever after, so an emptied FIFO that had a large peak starts a new map.
+	peak int
 }
 
-// maxFree bounds the recycled entries so that a burst of keys does not pin memory after
-// it has drained.
-const maxFree = 256
-
 type entry[T event.Object] struct {
+	fifo       *FIFO[T]
 	key        string
 	q          EventQueue[T]
 	marked     bool
 	prev, next *entry[T]
 }
 
-// NewFIFO returns an empty FIFO. known reports whether the consumer knows key before the
-// first event of a newly pending key; it is asked once per new pending key.
+// lookup answers the queue's question whether the consumer knew the key.
+func (en *entry[T]) lookup() bool { return en.fifo.known(en.key, en.q.events[0]) }
+
+const (
+	// shrinkPeak is the peak size past which an emptied FIFO gets a new map.
+	shrinkPeak = 1024
+	// maxFree is the most recycled entries a FIFO keeps: enough that a consumer running
+	// somewhat behind allocates nothing, few enough that a burst as large as an initial
+	// list does not stay pinned.
+	maxFree = 4096
+)
+
+// NewFIFO returns an empty FIFO. known reports whether the consumer knows key before first,
+// the first event of a newly pending key; it is asked at most once per pending key, and
+// only when a compression rule depends on the answer.
 func NewFIFO[T event.Object](c Compression, known func(key string, first event.Event[T]) bool) *FIFO[T] {
 	return &FIFO[T]{entries: make(map[string]*entry[T]), compression: c, known: known}
 }
@@ -43,6 +59,14 @@ func KnownFromFirstEvent[T event.Object](_ string, first event.Event[T]) bool {
 	return first.Type != event.Added
 }
 
+// Grow makes room for n more pending keys, so that a burst such as a relist does not
+// rehash the map as it grows.
+func (f *FIFO[T]) Grow(n int) {
+	if len(f.entries) == 0 && n > shrinkPeak {
+		f.entries = make(map[string]*entry[T], n)
+	}
+}
+
 // Push adds e to key's queue, applying the compression rules, and appends key to the end
 // of the line if it was not pending. If mark is true the key is marked until it is popped.
 // A push can also cancel the key's pending events, which removes the key from the line.
@@ -51,16 +75,13 @@ func (f *FIFO[T]) Push(key string, e event.Event[T], mark bool) {
 	if !ok {
 		en = f.alloc()
 		en.key = key
-		en.q.knownBefore = f.known(key, e)
-	}
-	en.q.push(e, f.compression)
-	switch {
-	case len(en.q.events) == 0 && ok:
-		f.remove(en)
-	case len(en.q.events) == 0:
-		f.release(en)
-	case !ok:
+		en.q.events = append(en.q.events, e)
+		if (e.Type == event.Deleted || e.Sync && e.Type == event.Modified) && !en.q.knownBefore() {
+			f.release(en) // nothing to delete, or a resync of an object no longer known
+			return
+		}
 		f.entries[key] = en
+		f.peak = max(f.peak, len(f.entries))
 		en.prev = f.tail
 		if f.tail != nil {
 			f.tail.next = en
@@ -68,25 +89,29 @@ func (f *FIFO[T]) Push(key string, e event.Event[T], mark bool) {
 			f.head = en
 		}
 		f.tail = en
-		fallthrough
-	default:
-		if mark && !en.marked {
-			en.marked = true
-			f.marked++
+	} else {
+		en.q.push(e, f.compression)
+		if len(en.q.events) == 0 {
+			f.remove(en)
+			return
 		}
+	}
+	if mark && !en.marked {
+		en.marked = true
+		f.marked++
 	}
 }
 
-// Pop removes the key that has been pending longest and returns it with its events, oldest
-// first, and whether it was marked. ok is false when nothing is pending. The returned slice
-// belongs to the caller.
-func (f *FIFO[T]) Pop() (key string, events []event.Event[T], marked bool, ok bool) {
+// Pop removes the key that has been pending longest and appends its events, oldest first,
+// to buf, returning the key, the extended buf and whether the key was marked. ok is false
+// when nothing is pending. Passing the previous call's buf[:0] makes popping allocation
+// free.
+func (f *FIFO[T]) Pop(buf []event.Event[T]) (key string, events []event.Event[T], marked bool, ok bool) {
 	en := f.head
 	if en == nil {
-		return "", nil, false, false
+		return "", buf, false, false
 	}
-	key, events, marked = en.key, en.q.events, en.marked
-	en.q.events = nil
+	key, events, marked = en.key, append(buf, en.q.events...), en.marked
 	f.remove(en)
 	return key, events, marked, true
 }
@@ -98,6 +123,16 @@ func (f *FIFO[T]) Pending(key string) *EventQueue[T] {
 		return &en.q
 	}
 	return nil
+}
+
+// Range calls fn for each pending key in line order until fn returns false. fn must not
+// change the FIFO.
+func (f *FIFO[T]) Range(fn func(key string, q *EventQueue[T]) bool) {
+	for en := f.head; en != nil; en = en.next {
+		if !fn(en.key, &en.q) {
+			return
+		}
+	}
 }
 
 // Keys returns the pending keys in line order.
@@ -131,10 +166,12 @@ func (f *FIFO[T]) remove(en *entry[T]) {
 		f.marked--
 	}
 	f.release(en)
+	if len(f.entries) == 0 && f.peak > shrinkPeak {
+		f.entries = make(map[string]*entry[T])
+		f.peak = 0
+	}
 }
 
-// alloc and release recycle entries: in steady state every event makes a key pending and
-// every pop retires it, so reuse saves an allocation per event.
 func (f *FIFO[T]) alloc() *entry[T] {
 	if en := f.free; en != nil {
 		f.free = en.next
@@ -142,17 +179,17 @@ func (f *FIFO[T]) alloc() *entry[T] {
 		en.next = nil
 		return en
 	}
-	return &entry[T]{}
+	en := &entry[T]{fifo: f}
+	en.q.lookup = en.lookup
+	return en
 }
 
 func (f *FIFO[T]) release(en *entry[T]) {
 	if f.nfree >= maxFree {
 		return
 	}
-	f.nfree++
-	events := en.q.events[:0]
 	clear(en.q.events)
-	*en = entry[T]{next: f.free}
-	en.q.events = events
+	*en = entry[T]{fifo: f, q: EventQueue[T]{events: en.q.events[:0], lookup: en.q.lookup}, next: f.free}
 	f.free = en
+	f.nfree++
 }

@@ -51,8 +51,31 @@ const (
 // so that it can tell whether an addition followed by a deletion cancels out. Create
 // queues through a FIFO.
 type EventQueue[T event.Object] struct {
-	events      []event.Event[T]
-	knownBefore bool
+	events []event.Event[T]
+	// known says whether the consumer knew the key before the first pending event. It is
+	// looked up only when a rule needs it, which saves a lookup of the known objects for
+	// most events.
+	known knownState
+	// lookup answers known; set by the FIFO that owns the queue.
+	lookup func() bool
+}
+
+type knownState uint8
+
+const (
+	knownUnset knownState = iota
+	knownNo
+	knownYes
+)
+
+func (q *EventQueue[T]) knownBefore() bool {
+	if q.known == knownUnset {
+		q.known = knownNo
+		if q.lookup() {
+			q.known = knownYes
+		}
+	}
+	return q.known == knownYes
 }
 
 // Events returns the pending events, oldest first. The slice is the queue's own and must
@@ -71,7 +94,7 @@ func (q *EventQueue[T]) Last() (event.Event[T], bool) {
 // applied.
 func (q *EventQueue[T]) knownAt(i int) bool {
 	if i == 0 {
-		return q.knownBefore
+		return q.knownBefore()
 	}
 	return q.events[i-1].Type != event.Deleted
 }
@@ -80,19 +103,10 @@ func (q *EventQueue[T]) knownAt(i int) bool {
 // been applied.
 func (q *EventQueue[T]) KnownAfter() bool { return q.knownAt(len(q.events)) }
 
-// push adds e, applying the compression rules in one place.
+// push adds e to a queue that holds at least one event, applying the compression rules
+// in one place. (The FIFO applies the rules for a key's first event.)
 func (q *EventQueue[T]) push(e event.Event[T], c Compression) {
 	n := len(q.events)
-	if n == 0 {
-		if e.Type == event.Deleted && !q.knownBefore {
-			return // nothing to delete
-		}
-		if e.Sync && e.Type == event.Modified && !q.knownBefore {
-			return // a resync of an object the consumer no longer has
-		}
-		q.events = append(q.events, e)
-		return
-	}
 	last := &q.events[n-1]
 	switch e.Type {
 	case event.Deleted:

@@ -12,6 +12,7 @@ import (
 )
 
 type ev = event.Event[*corev1.ConfigMap]
+type obj = *corev1.ConfigMap
 
 func cm(name, rv string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
@@ -118,7 +119,7 @@ func TestFIFOAcrossKeysAndKeysKeepTheirPlace(t *testing.T) {
 	}
 	var got []popped
 	for {
-		key, events, _, ok := f.Pop()
+		key, events, _, ok := f.Pop(nil)
 		if !ok {
 			break
 		}
@@ -147,7 +148,7 @@ func TestMarkedKeysAreCountedUntilPoppedOrCancelled(t *testing.T) {
 	if got := f.Marked(); got != 1 {
 		t.Fatalf("after cancelling b, Marked() = %d, want 1", got)
 	}
-	key, _, marked, _ := f.Pop()
+	key, _, marked, _ := f.Pop(nil)
 	if key != "ns/a" || !marked || f.Marked() != 0 {
 		t.Fatalf("Pop() = %q marked=%v, Marked() = %d; want ns/a, true, 0", key, marked, f.Marked())
 	}
