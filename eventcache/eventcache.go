@@ -143,6 +143,9 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
 		}
 	}
 	c.fifo.Grow(len(objects))
+	if listed == nil {
+		c.known.reserve(len(objects))
+	}
 	for i, obj := range objects {
 		if keys[i] == "" {
 			continue

@@ -245,6 +245,16 @@ func (s *Store[T]) InNamespace(namespace string) []T {
 	return out
 }
 
+// reserve makes room for n objects in an empty store, so that the first list does not
+// rehash the map as it fills. It changes capacity only, never content.
+func (s *Store[T]) reserve(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.items) == 0 && n > 0 {
+		s.items = make(map[string]T, n)
+	}
+}
+
 func (s *Store[T]) has(key string) bool {
 	s.mu.RLock()
 	_, ok := s.items[key]

@@ -26,15 +26,12 @@ type FIFO[T event.Object] struct {
 }
 
 type entry[T event.Object] struct {
-	fifo       *FIFO[T]
 	key        string
 	q          EventQueue[T]
 	marked     bool
 	prev, next *entry[T]
 }
 
-// lookup answers the queue's question whether the consumer knew the key.
-func (en *entry[T]) lookup() bool { return en.fifo.known(en.key, en.q.events[0]) }
 
 const (
 	// shrinkPeak is the peak size past which an emptied FIFO gets a new map.
@@ -72,11 +69,14 @@ func (f *FIFO[T]) Grow(n int) {
 // A push can also cancel the key's pending events, which removes the key from the line.
 func (f *FIFO[T]) Push(key string, e event.Event[T], mark bool) {
 	en, ok := f.entries[key]
+	// lookup answers the queue's question whether the consumer knew the key; it does not
+	// escape, so it costs no allocation.
+	lookup := func() bool { return f.known(en.key, en.q.events[0]) }
 	if !ok {
 		en = f.alloc()
 		en.key = key
 		en.q.events = append(en.q.events, e)
-		if (e.Type == event.Deleted || e.Sync && e.Type == event.Modified) && !en.q.knownBefore() {
+		if (e.Type == event.Deleted || e.Sync && e.Type == event.Modified) && !en.q.knownBefore(lookup) {
 			f.release(en) // nothing to delete, or a resync of an object no longer known
 			return
 		}
@@ -90,7 +90,7 @@ func (f *FIFO[T]) Push(key string, e event.Event[T], mark bool) {
 		}
 		f.tail = en
 	} else {
-		en.q.push(e, f.compression)
+		en.q.push(e, f.compression, lookup)
 		if len(en.q.events) == 0 {
 			f.remove(en)
 			return
@@ -179,9 +179,7 @@ func (f *FIFO[T]) alloc() *entry[T] {
 		en.next = nil
 		return en
 	}
-	en := &entry[T]{fifo: f}
-	en.q.lookup = en.lookup
-	return en
+	return &entry[T]{}
 }
 
 func (f *FIFO[T]) release(en *entry[T]) {
@@ -189,7 +187,7 @@ func (f *FIFO[T]) release(en *entry[T]) {
 		return
 	}
 	clear(en.q.events)
-	*en = entry[T]{fifo: f, q: EventQueue[T]{events: en.q.events[:0], lookup: en.q.lookup}, next: f.free}
+	*en = entry[T]{q: EventQueue[T]{events: en.q.events[:0]}, next: f.free}
 	f.free = en
 	f.nfree++
 }

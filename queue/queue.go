@@ -56,8 +56,6 @@ type EventQueue[T event.Object] struct {
 	// looked up only when a rule needs it, which saves a lookup of the known objects for
 	// most events.
 	known knownState
-	// lookup answers known; set by the FIFO that owns the queue.
-	lookup func() bool
 }
 
 type knownState uint8
@@ -68,10 +66,10 @@ const (
 	knownYes
 )
 
-func (q *EventQueue[T]) knownBefore() bool {
+func (q *EventQueue[T]) knownBefore(lookup func() bool) bool {
 	if q.known == knownUnset {
 		q.known = knownNo
-		if q.lookup() {
+		if lookup() {
 			q.known = knownYes
 		}
 	}
@@ -92,20 +90,25 @@ func (q *EventQueue[T]) Last() (event.Event[T], bool) {
 
 // knownAt reports whether the consumer will know the key just before events[i] is
 // applied.
-func (q *EventQueue[T]) knownAt(i int) bool {
+func (q *EventQueue[T]) knownAt(i int, lookup func() bool) bool {
 	if i == 0 {
-		return q.knownBefore()
+		return q.knownBefore(lookup)
 	}
 	return q.events[i-1].Type != event.Deleted
 }
 
 // KnownAfter reports whether the consumer will know the key once every pending event has
 // been applied.
-func (q *EventQueue[T]) KnownAfter() bool { return q.knownAt(len(q.events)) }
+func (q *EventQueue[T]) KnownAfter() bool {
+	if len(q.events) == 0 {
+		return q.known == knownYes
+	}
+	return q.events[len(q.events)-1].Type != event.Deleted
+}
 
 // push adds e to a queue that holds at least one event, applying the compression rules
 // in one place. (The FIFO applies the rules for a key's first event.)
-func (q *EventQueue[T]) push(e event.Event[T], c Compression) {
+func (q *EventQueue[T]) push(e event.Event[T], c Compression, lookup func() bool) {
 	n := len(q.events)
 	last := &q.events[n-1]
 	switch e.Type {
@@ -115,7 +118,7 @@ func (q *EventQueue[T]) push(e event.Event[T], c Compression) {
 			if last.FinalStateUnknown || !e.FinalStateUnknown {
 				last.Object, last.Sync, last.FinalStateUnknown = e.Object, e.Sync, e.FinalStateUnknown
 			}
-		case !q.knownAt(n - 1):
+		case !q.knownAt(n-1, lookup):
 			// Created and deleted again before the consumer saw it: neither matters.
 			q.events = q.events[:n-1]
 		default:
