@@ -32,7 +32,6 @@ type entry[T event.Object] struct {
 	prev, next *entry[T]
 }
 
-
 const (
 	// shrinkPeak is the peak size past which an emptied FIFO gets a new map.
 	shrinkPeak = 1024
