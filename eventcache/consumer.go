@@ -1,7 +1,9 @@
 package eventcache
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/typedinformer/typedinformer/event"
@@ -21,7 +23,10 @@ type Sink[T event.Object] interface {
 //   - an addition or modification of an unknown key is delivered as an addition;
 //   - a deletion removes the key and is delivered with Prior set to the last known state
 //     (and Object, when the deletion was synthesised, to that same state); a deletion of
-//     an unknown key is not delivered.
+//     an unknown key is not delivered;
+//   - a watch event that repeats the known state, or carries an older one (by resource
+//     version, when both are integers), is dropped: duplicates are not delivered twice and
+//     the cache never goes back in time. Older ones are reported as ErrStaleEvent.
 type ResourceTrackingConsumer[T event.Object] struct {
 	mu      sync.Mutex
 	w       *Writer[T]
@@ -46,7 +51,14 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 	for _, e := range events {
 		switch e.Type {
 		case event.Added, event.Modified:
-			prior, existed, err := c.w.Set(key, e.Object)
+			prior, existed, stale, err := c.w.set(key, e.Object, !e.Sync)
+			if stale {
+				if c.onError != nil && prior.GetResourceVersion() != e.Object.GetResourceVersion() {
+					c.onError(fmt.Errorf("%w: %s %s at resource version %s, the cache has %s",
+						ErrStaleEvent, e.Type, key, e.Object.GetResourceVersion(), prior.GetResourceVersion()))
+				}
+				continue
+			}
 			if err != nil && c.onError != nil {
 				c.onError(fmt.Errorf("indexing %s: %w", key, err))
 			}
@@ -70,6 +82,19 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 		out = append(out, e)
 	}
 	return out
+}
+
+// ErrStaleEvent is reported, wrapped, when a watch event carries an object older than the
+// one the cache holds; the event is dropped so that the cache never goes back in time.
+var ErrStaleEvent = errors.New("stale watch event")
+
+// staleOrSame reports whether next is not newer than prior. Resource versions are opaque
+// in general, so they are compared only when both are decimal integers (as etcd-backed
+// servers produce); otherwise every event counts as newer.
+func staleOrSame[T event.Object](prior, next T) bool {
+	p, err1 := strconv.ParseUint(prior.GetResourceVersion(), 10, 64)
+	n, err2 := strconv.ParseUint(next.GetResourceVersion(), 10, 64)
+	return err1 == nil && err2 == nil && n <= p
 }
 
 // Deliver passes events, as Apply returned them, to the sink, one at a time, and

@@ -161,6 +161,13 @@ func TestConsumerRewritesEventsAgainstKnownObjects(t *testing.T) {
 			want: []delivered{{Key: "ns/a", Type: event.Deleted, RV: "3", PriorRV: "1"}}},
 		{name: "deletion of an unknown key is not delivered",
 			add: ev{Type: event.Deleted, Object: cm("a", "3")}, want: nil},
+		{name: "a duplicate of the known state is not delivered again",
+			known: []obj{cm("a", "5")}, add: ev{Type: event.Modified, Object: cm("a", "5")}, want: nil},
+		{name: "a watch event older than the known state is dropped",
+			known: []obj{cm("a", "5")}, add: ev{Type: event.Modified, Object: cm("a", "4")}, want: nil},
+		{name: "resource versions that are not integers are not compared",
+			known: []obj{cm("a", "b")}, add: ev{Type: event.Modified, Object: cm("a", "a")},
+			want: []delivered{{Key: "ns/a", Type: event.Modified, RV: "a", PriorRV: "b"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

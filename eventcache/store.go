@@ -71,10 +71,20 @@ func (w *Writer[T]) Store() *Store[T] { return w.s }
 // always stored; an error means that one of the index functions failed, and obj is then
 // missing from that index only.
 func (w *Writer[T]) Set(key string, obj T) (prior T, existed bool, err error) {
+	prior, existed, _, err = w.set(key, obj, false)
+	return prior, existed, err
+}
+
+// set is Set; with onlyNewer it leaves the store alone, and reports stale, when obj is not
+// newer than the stored object (see staleOrSame), with a single map lookup.
+func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, stale bool, err error) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prior, existed = s.items[key]
+	if existed && onlyNewer && staleOrSame(prior, obj) {
+		return prior, true, true, nil
+	}
 	s.items[key] = obj
 	// The namespace index is maintained inline: it is on every store, and an IndexFunc
 	// call would allocate two slices per update.
@@ -106,7 +116,7 @@ func (w *Writer[T]) Set(key string, obj T) (prior T, existed bool, err error) {
 			addKey(idx, v, key)
 		}
 	}
-	return prior, existed, err
+	return prior, existed, false, err
 }
 
 // Delete removes key and returns the object it held, if any.

@@ -97,7 +97,7 @@ func writeAtRate(w *Watch, d *Dataset) (*writeClock, func() int) {
 			}
 			due := int(time.Since(clk.start).Seconds() * writeRate)
 			for ; n < due; n++ {
-				if !w.Send(d.Event(n % d.Events)) {
+				if !w.Send(d.Event(n)) {
 					return
 				}
 			}

@@ -113,15 +113,16 @@ func (w *Watch) Send(e watch.Event) bool {
 // namespace "ns-<k mod Namespaces>".
 const Namespaces = 10
 
-// Dataset is the input of one benchmark: Keys ConfigMaps, listed at version 0, and a
+// Dataset is the input of one benchmark: Keys ConfigMaps, listed at version 1, and a
 // stream of Events modifications that visit the keys round robin (event i modifies key
-// i mod Keys). Every object of the stream is distinct from the listed one and from the
-// previous state of its key, with its own resource version; the last modification of each
-// key carries an object used nowhere else (see IsFinal), so that a handler can tell when
-// it has caught up with the whole stream even when a library merges modifications.
+// i mod Keys). Every object of the stream is a distinct object with a resource version
+// newer than every object before it, as a real watch delivers them (both libraries may
+// rely on resource versions growing); the last modification of each key is its final
+// state (see IsFinal), so that a handler can tell when it has caught up with the whole
+// stream even when a library merges modifications.
 //
-// The objects are built once and shared; each holds one small data entry and a label,
-// like a typical ConfigMap.
+// The objects are built before the timed part and shared; each holds one small data
+// entry and a label, like a typical ConfigMap.
 type Dataset struct {
 	// Keys is the number of objects.
 	Keys int
@@ -130,23 +131,24 @@ type Dataset struct {
 	// List is the initial list, resource version "1".
 	List *corev1.ConfigMapList
 
-	keys  []string
-	pool  [2][]*corev1.ConfigMap // intermediate states, alternating by round
-	final []*corev1.ConfigMap    // the last state of each key
-	isFin map[*corev1.ConfigMap]struct{}
+	keys   []string
+	base   []*corev1.ConfigMap
+	rv     int
+	stream []*corev1.ConfigMap
+	final  []*corev1.ConfigMap // the last state of each key
+	isFin  map[*corev1.ConfigMap]struct{}
 }
 
 // NewDataset builds the objects for keys ConfigMaps and a stream of events modifications.
 func NewDataset(keys, events int) *Dataset {
-	d := &Dataset{Keys: keys, Events: events, keys: make([]string, keys)}
+	d := &Dataset{Keys: keys, Events: events, keys: make([]string, keys), rv: 1}
 	labels := map[string]string{"app.kubernetes.io/name": "bench"}
-	rv := 1
 	d.List = &corev1.ConfigMapList{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMapList"},
 		ListMeta: metav1.ListMeta{ResourceVersion: "1"},
 		Items:    make([]corev1.ConfigMap, keys),
 	}
-	base := make([]*corev1.ConfigMap, keys)
+	d.base = make([]*corev1.ConfigMap, keys)
 	for k := range keys {
 		ns, name := "ns-"+strconv.Itoa(k%Namespaces), fmt.Sprintf("cm-%07d", k)
 		d.keys[k] = ns + "/" + name
@@ -161,43 +163,46 @@ func NewDataset(keys, events int) *Dataset {
 			},
 			Data: map[string]string{"config.yaml": "key: value-" + strconv.Itoa(k)},
 		}
-		base[k] = &d.List.Items[k]
+		d.base[k] = &d.List.Items[k]
 	}
-	version := func(k int) *corev1.ConfigMap {
-		rv++
-		obj := *base[k] // shallow: name, labels and data are shared, the struct is not
-		obj.ResourceVersion = strconv.Itoa(rv)
-		return &obj
-	}
-	rounds := (events + keys - 1) / keys // how often the busiest key is modified
-	for p := 0; p < 2 && p < rounds-1; p++ {
-		d.pool[p] = make([]*corev1.ConfigMap, keys)
-		for k := range keys {
-			d.pool[p][k] = version(k)
-		}
-	}
-	d.final = make([]*corev1.ConfigMap, min(keys, events))
-	d.isFin = make(map[*corev1.ConfigMap]struct{}, len(d.final))
-	for k := range d.final {
-		d.final[k] = version(k)
-		d.isFin[d.final[k]] = struct{}{}
-	}
+	d.Renew()
 	return d
+}
+
+// version returns a new state of key k, newer than every object built before.
+func (d *Dataset) version(k int) *corev1.ConfigMap {
+	d.rv++
+	obj := *d.base[k] // shallow: name, labels and data are shared, the struct is not
+	obj.ResourceVersion = strconv.Itoa(d.rv)
+	return &obj
+}
+
+// Renew builds a new stream of Events modifications, newer than everything before, for
+// benchmarks that stream more than once into the same cache.
+func (d *Dataset) Renew() {
+	d.stream = make([]*corev1.ConfigMap, d.Events)
+	for i := range d.stream {
+		d.stream[i] = d.version(i % d.Keys)
+	}
+	d.final = make([]*corev1.ConfigMap, min(d.Keys, d.Events))
+	d.isFin = make(map[*corev1.ConfigMap]struct{}, len(d.final))
+	for i := max(0, d.Events-d.Keys); i < d.Events; i++ {
+		d.final[i%d.Keys] = d.stream[i]
+		d.isFin[d.stream[i]] = struct{}{}
+	}
 }
 
 // Key returns the cache key ("namespace/name") of object k.
 func (d *Dataset) Key(k int) string { return d.keys[k] }
 
-// Event returns event i of the stream, 0 <= i < Events: a modification of key
-// i mod Keys, carrying the key's final object if this is its last modification.
+// Event returns event i of the stream: a modification of key i mod Keys. Past the end of
+// the stream (i >= Events) it builds a new, newer state on the spot, for benchmarks that
+// write for as long as they run; only one goroutine may ask for those.
 func (d *Dataset) Event(i int) watch.Event {
-	k, round := i%d.Keys, i/d.Keys
-	last := (d.Events - 1 - k) / d.Keys
-	obj := d.final[k]
-	if round != last {
-		obj = d.pool[round%2][k]
+	if i < len(d.stream) {
+		return watch.Event{Type: watch.Modified, Object: d.stream[i]}
 	}
-	return watch.Event{Type: watch.Modified, Object: obj}
+	return watch.Event{Type: watch.Modified, Object: d.version(i % d.Keys)}
 }
 
 // Touched returns how many keys the stream modifies, which is how many final objects a

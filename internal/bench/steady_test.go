@@ -16,7 +16,13 @@ func benchSteadyState(b *testing.B, lib library, d *Dataset) {
 	b.ResetTimer()
 
 	var m allocMeter
-	for range b.N {
+	for op := range b.N {
+		if op > 0 {
+			b.StopTimer()
+			d.Renew()
+			gcNow()
+			b.StartTimer()
+		}
 		caughtUp := rec.expectFinals(d.Touched())
 		m.begin(b)
 		for i := range d.Events {
