@@ -51,11 +51,15 @@ type config struct {
 	indexerOrder []string
 }
 
+// reportError hands err to the error handler, or logs it when there is none, so that no
+// error goes unseen and none is reported twice.
 func (c *config) reportError(ctx context.Context, err error) {
-	klog.FromContext(ctx).Error(err, "controller error", "controller", c.name)
 	if c.onError != nil {
+		klog.FromContext(ctx).V(4).Info("controller error", "controller", c.name, "err", err)
 		c.onError(ctx, err)
+		return
 	}
+	klog.FromContext(ctx).Error(err, "controller error", "controller", c.name)
 }
 
 // WithName names the controller in logs and errors.

@@ -3,6 +3,7 @@ package event
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // ErrNilObject is returned, wrapped, when a nil object reaches a key function.
@@ -42,4 +43,14 @@ func SplitKey(key string) (namespace, name string) {
 		}
 	}
 	return "", key
+}
+
+// NotNewer reports whether next is the same state as prior or an older one, judged by
+// resource version. Resource versions are opaque in general, so they are compared only
+// when both are decimal integers (as etcd-backed servers produce); otherwise next counts
+// as newer. The pipeline uses it to never replace a state with an older one.
+func NotNewer[T Object](prior, next T) bool {
+	p, err1 := strconv.ParseUint(prior.GetResourceVersion(), 10, 64)
+	n, err2 := strconv.ParseUint(next.GetResourceVersion(), 10, 64)
+	return err1 == nil && err2 == nil && n <= p
 }

@@ -3,7 +3,6 @@ package eventcache
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/typedinformer/typedinformer/event"
@@ -87,15 +86,6 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 // ErrStaleEvent is reported, wrapped, when a watch event carries an object older than the
 // one the cache holds; the event is dropped so that the cache never goes back in time.
 var ErrStaleEvent = errors.New("stale watch event")
-
-// staleOrSame reports whether next is not newer than prior. Resource versions are opaque
-// in general, so they are compared only when both are decimal integers (as etcd-backed
-// servers produce); otherwise every event counts as newer.
-func staleOrSame[T event.Object](prior, next T) bool {
-	p, err1 := strconv.ParseUint(prior.GetResourceVersion(), 10, 64)
-	n, err2 := strconv.ParseUint(next.GetResourceVersion(), 10, 64)
-	return err1 == nil && err2 == nil && n <= p
-}
 
 // Deliver passes events, as Apply returned them, to the sink, one at a time, and
 // releases the consumer.

@@ -1,6 +1,7 @@
 package eventcache
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -244,5 +245,20 @@ func TestAddRejectsBadInput(t *testing.T) {
 				t.Errorf("Len() = %d after a rejected event, want 0", p.c.Len())
 			}
 		})
+	}
+}
+
+func TestStaleWatchEventIsReported(t *testing.T) {
+	w := NewWriter[obj](nil)
+	var errs []error
+	rtc := NewResourceTrackingConsumer[obj](w, &recorder{}, func(err error) { errs = append(errs, err) })
+	rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{{Type: event.Added, Object: cm("a", "5")}}))
+	rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{{Type: event.Modified, Object: cm("a", "5")}}))
+	rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{{Type: event.Modified, Object: cm("a", "3")}}))
+	if len(errs) != 1 || !errors.Is(errs[0], ErrStaleEvent) {
+		t.Errorf("reported %v, want one ErrStaleEvent for the older state and nothing for the duplicate", errs)
+	}
+	if got, _ := w.Store().Get("ns/a"); got.ResourceVersion != "5" {
+		t.Errorf("the cache went back to resource version %s", got.ResourceVersion)
 	}
 }

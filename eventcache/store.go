@@ -76,13 +76,13 @@ func (w *Writer[T]) Set(key string, obj T) (prior T, existed bool, err error) {
 }
 
 // set is Set; with onlyNewer it leaves the store alone, and reports stale, when obj is not
-// newer than the stored object (see staleOrSame), with a single map lookup.
+// newer than the stored object (see event.NotNewer), with a single map lookup.
 func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, stale bool, err error) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prior, existed = s.items[key]
-	if existed && onlyNewer && staleOrSame(prior, obj) {
+	if existed && onlyNewer && event.NotNewer(prior, obj) {
 		return prior, true, true, nil
 	}
 	s.items[key] = obj

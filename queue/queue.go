@@ -13,7 +13,8 @@
 //
 //   - An addition or modification after a pending addition or modification replaces that
 //     event's object with the newer one (the type, and the prior state, of the earlier
-//     event are kept, so the consumer still sees one change from what it knew).
+//     event are kept, so the consumer still sees one change from what it knew). One that
+//     is not newer, by resource version (see event.NotNewer), is dropped.
 //   - Two deletions collapse into one; a deletion with a known final state wins over one
 //     whose final state is unknown.
 //   - A synchronization (resync) modification is dropped when the last pending event is
@@ -131,6 +132,8 @@ func (q *EventQueue[T]) push(e event.Event[T], c Compression, lookup func() bool
 				return
 			}
 			q.events = append(q.events, e)
+		case event.NotNewer(last.Object, e.Object):
+			// A duplicate, or an older state arriving late: never replace a newer one.
 		case c == FullHistory:
 			q.events = append(q.events, e)
 		default:

@@ -51,6 +51,8 @@ func TestCompressionRules(t *testing.T) {
 			push: []ev{add("1"), mod("2")}, want: []ev{add("2")}},
 		{name: "a watch modification after a sync addition is not a sync event", known: true,
 			push: []ev{syncAdd("1"), mod("2")}, want: []ev{{Type: event.Added, Object: cm("a", "2")}}},
+		{name: "a duplicate or older state after a pending one is dropped", known: true,
+			push: []ev{mod("5"), mod("5"), syncAdd("4")}, want: []ev{mod("5")}},
 		{name: "two deletions collapse into the newer", known: true,
 			push: []ev{del("1"), del("2")}, want: []ev{del("2")}},
 		{name: "a deletion with a known final state wins over a later unknown one", known: true,

@@ -123,7 +123,7 @@ type Loop[T event.Object, L reflect.List] struct {
 	c       *controller.Controller[T, L]
 	r       Reconciler[T]
 	opts    Options
-	related []func(enqueue func(key string)) (remove func(), err error)
+	related []func(enqueue func(key string)) (*controller.Registration, error)
 
 	mu         sync.Mutex
 	tombstones map[string]T // last state of deleted keys not yet reconciled
@@ -145,7 +145,8 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 }
 
 // Run reconciles until ctx is done: it registers its handlers (the controller's, and those
-// of Related sources), waits for the controller to sync, and runs Options.Workers workers.
+// of Related sources), waits until each has the initial state of its controller, and runs
+// Options.Workers workers.
 // When ctx ends it stops taking new keys, lets in-flight reconciles finish, unregisters
 // its handlers and returns with none of its goroutines left. Every key the controller
 // knows is reconciled once after Run starts.
@@ -178,25 +179,30 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 		q.ShutDown()
 		return err
 	}
-	removes := []func(){reg.Remove}
+	regs := []*controller.Registration{reg}
 	defer func() {
-		for _, remove := range removes {
-			remove()
+		for _, reg := range regs {
+			reg.Remove()
 		}
 	}()
 	for _, add := range l.related {
-		remove, err := add(enqueue)
+		reg, err := add(enqueue)
 		if err != nil {
 			q.ShutDown()
 			return err
 		}
-		removes = append(removes, remove)
+		regs = append(regs, reg)
 	}
 
-	// Reconcilers must not act on a partial view of the cluster.
-	if err := l.c.WaitForSync(ctx); err != nil {
-		q.ShutDown()
-		return nil
+	// Reconcilers must not act on a partial view of the cluster: wait until every source
+	// has delivered its initial state.
+	for _, reg := range regs {
+		select {
+		case <-reg.Synced():
+		case <-ctx.Done():
+			q.ShutDown()
+			return nil
+		}
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < l.opts.Workers; i++ {

@@ -14,11 +14,12 @@ import (
 // them to: Pods to their ReplicaSet, Secrets to the ConfigMap they mirror. For a
 // modification both the old and the new state are mapped, so a key that stops being
 // related is reconciled too. Call it before the Loop runs; the handler is registered on
-// secondary while the Loop runs.
+// secondary while the Loop runs, and the Loop starts reconciling only once secondary has
+// synced, so that reconcilers can read its store.
 func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	l *Loop[T, L], secondary *controller.Controller[S, SL], keysOf func(S) []string,
 ) {
-	l.related = append(l.related, func(enqueue func(string)) (func(), error) {
+	l.related = append(l.related, func(enqueue func(string)) (*controller.Registration, error) {
 		reg, err := secondary.AddHandler(l.opts.Name+"/related", controller.HandlerFunc[S](func(_ context.Context, e event.Event[S]) {
 			for _, key := range keysOf(e.Object) {
 				enqueue(key)
@@ -29,10 +30,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 				}
 			}
 		}))
-		if err != nil {
-			return nil, err
-		}
-		return reg.Remove, nil
+		return reg, err
 	})
 }
 

@@ -1,0 +1,406 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/reflect"
+)
+
+// checker is a handler that holds what it was told and records every event that does
+// not follow from what it saw before: an addition of a key it knows, a modification or
+// deletion of one it does not, a prior that is not its last state, a resource version
+// that goes back.
+type checker struct {
+	mu         sync.Mutex
+	state      map[string]obj
+	violations []string
+}
+
+func newChecker() *checker { return &checker{state: map[string]obj{}} }
+
+func (c *checker) Handle(_ context.Context, e event.Event[obj]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := e.Object.Namespace + "/" + e.Object.Name
+	prev, known := c.state[key]
+	bad := func(format string, args ...any) {
+		c.violations = append(c.violations, fmt.Sprintf("%s: %s: ", key, e)+fmt.Sprintf(format, args...))
+	}
+	switch e.Type {
+	case event.Added:
+		if known {
+			bad("added, but the handler knows it at %s", prev.ResourceVersion)
+		}
+	case event.Modified, event.Deleted:
+		if !known || e.Prior != prev {
+			bad("prior is not the handler's last state (known=%v)", known)
+		}
+	}
+	if known && rv(e.Object) < rv(prev) {
+		bad("resource version went back from %s", prev.ResourceVersion)
+	}
+	if e.Type == event.Deleted {
+		delete(c.state, key)
+	} else {
+		c.state[key] = e.Object
+	}
+}
+
+func rv(o obj) int {
+	n, _ := strconv.Atoi(o.ResourceVersion)
+	return n
+}
+
+func versions[V any](m map[string]V, rvOf func(V) string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = rvOf(v)
+	}
+	return out
+}
+
+// serverState is what a fresh List returns, as key -> resource version.
+func serverState(t *testing.T, src *fake.ListerWatcher[obj, list]) map[string]string {
+	t.Helper()
+	l, err := src.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, o := range l.Items {
+		out[o.Namespace+"/"+o.Name] = o.ResourceVersion
+	}
+	return out
+}
+
+// gated is a ListerWatcher whose watches can be held back, so that a test can change
+// things while the controller has no watch open.
+type gated struct {
+	*fake.ListerWatcher[obj, list]
+	mu   sync.Mutex
+	open chan struct{}
+}
+
+func (g *gated) hold() {
+	g.mu.Lock()
+	g.open = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gated) release() {
+	g.mu.Lock()
+	close(g.open)
+	g.open = nil
+	g.mu.Unlock()
+}
+
+func (g *gated) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	g.mu.Lock()
+	open := g.open
+	g.mu.Unlock()
+	if open != nil {
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.ListerWatcher.Watch(ctx, opts)
+}
+
+// faultRun is one run of the fault matrix: a controller with a checking handler over a
+// fake server that a churn of creations, updates and deletions changes while a fault is
+// injected.
+type faultRun struct {
+	src  *fake.ListerWatcher[obj, list]
+	lw   *gated
+	c    *controller.Controller[obj, list]
+	chk  *checker
+	mu   sync.Mutex
+	errs []error
+	rng  *rand.Rand
+}
+
+func (r *faultRun) errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.errs...)
+}
+
+func (r *faultRun) churn(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		name := "cm-" + strconv.Itoa(r.rng.IntN(40))
+		ns := []string{"a", "b"}[r.rng.IntN(2)]
+		cur, exists := r.src.Get(ns, name)
+		var err error
+		switch {
+		case !exists:
+			_, err = r.src.Create(cm(ns, name, nil))
+		case r.rng.IntN(4) == 0:
+			_, err = r.src.Delete(ns, name)
+		default:
+			cur.Data = map[string]string{"i": strconv.Itoa(i)}
+			_, err = r.src.Update(cur)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// converge waits until the controller's known objects equal a fresh List, then checks
+// that the handler followed every change consistently and holds the same state.
+func (r *faultRun) converge(t *testing.T) {
+	t.Helper()
+	var want, got map[string]string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		want = serverState(t, r.src)
+		got = map[string]string{}
+		r.c.Store().Range(func(k string, o obj) bool { got[k] = o.ResourceVersion; return true })
+		r.chk.mu.Lock()
+		handler := versions(r.chk.state, func(o obj) string { return o.ResourceVersion })
+		r.chk.mu.Unlock()
+		return cmp.Equal(want, got) && cmp.Equal(want, handler), nil
+	})
+	if err != nil {
+		t.Fatalf("the cache did not converge on the server's state (-server +cache):\n%s", cmp.Diff(want, got))
+	}
+	r.chk.mu.Lock()
+	defer r.chk.mu.Unlock()
+	if len(r.chk.violations) > 0 {
+		t.Errorf("the handler saw inconsistent events:\n%v", r.chk.violations)
+	}
+}
+
+func startFaultRun(t *testing.T, opts ...controller.Option) *faultRun {
+	t.Helper()
+	r := &faultRun{src: fake.New[obj, list](), chk: newChecker(), rng: rand.New(rand.NewPCG(1, 2))}
+	r.lw = &gated{ListerWatcher: r.src}
+	r.churn(t, 30)
+	opts = append([]controller.Option{
+		controller.WithBackoff(wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 1 << 20, Cap: 20 * time.Millisecond}),
+		controller.WithErrorHandler(func(_ context.Context, err error) {
+			r.mu.Lock()
+			r.errs = append(r.errs, err)
+			r.mu.Unlock()
+		}),
+	}, opts...)
+	r.c = controller.New[obj, list](r.lw, opts...)
+	mustAdd(t, r.c, "checker", r.chk)
+	return r
+}
+
+func (r *faultRun) run(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		goleak.VerifyNone(t)
+	})
+}
+
+func TestFaultMatrix(t *testing.T) {
+	stale := cm("a", "stale", nil)
+	tests := []struct {
+		name string
+		// before runs before the controller starts; during, in the middle of the churn.
+		before func(t *testing.T, r *faultRun)
+		during func(t *testing.T, r *faultRun)
+		// reported, when set, must hold for some reported error.
+		reported func(err error) bool
+	}{
+		{name: "watch closed mid-stream", during: func(_ *testing.T, r *faultRun) { r.src.CloseWatches() }},
+		{name: "watch ending with 410 Gone while objects change", during: func(t *testing.T, r *faultRun) {
+			r.lw.hold()
+			r.src.CloseWatches()
+			r.churn(t, 40)
+			r.src.Compact()
+			r.lw.release()
+		}, reported: apierrors.IsResourceExpired},
+		{name: "list failing 3 times", before: func(_ *testing.T, r *faultRun) {
+			r.src.FailList(3, apierrors.NewInternalError(errors.New("etcd is sad")))
+		}, reported: apierrors.IsInternalError},
+		{name: "429 from the watch", during: func(_ *testing.T, r *faultRun) {
+			r.src.FailWatch(2, apierrors.NewTooManyRequests("slow down", 1))
+			r.src.CloseWatches()
+		}, reported: apierrors.IsTooManyRequests},
+		{name: "500 from the watch", during: func(_ *testing.T, r *faultRun) {
+			r.src.FailWatch(2, apierrors.NewInternalError(errors.New("boom")))
+			r.src.CloseWatches()
+		}, reported: apierrors.IsInternalError},
+		{name: "watch ERROR event carrying a Status", during: func(_ *testing.T, r *faultRun) {
+			r.src.Send(watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Code: 500,
+				Reason: metav1.StatusReasonInternalError, Message: "the watch cache is resizing"}})
+		}, reported: func(err error) bool { return errors.Is(err, reflect.ErrWatchEvent) && apierrors.IsInternalError(err) }},
+		{name: "duplicate and out-of-order resource versions", during: func(t *testing.T, r *faultRun) {
+			created, err := r.src.Create(stale.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			updated := created.DeepCopy()
+			updated.Data = map[string]string{"v": "2"}
+			if updated, err = r.src.Update(updated); err != nil {
+				t.Fatal(err)
+			}
+			r.src.Send(watch.Event{Type: watch.Modified, Object: updated}) // duplicate
+			r.src.Send(watch.Event{Type: watch.Modified, Object: created}) // older
+		}},
+		{name: "object of the wrong type", during: func(_ *testing.T, r *faultRun) {
+			r.src.Send(watch.Event{Type: watch.Added, Object: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}})
+		}, reported: func(err error) bool { return errors.Is(err, reflect.ErrUnexpectedObject) }},
+		{name: "nil object", during: func(_ *testing.T, r *faultRun) {
+			r.src.Send(watch.Event{Type: watch.Modified, Object: nil})
+		}, reported: func(err error) bool { return errors.Is(err, reflect.ErrUnexpectedObject) }},
+		{name: "object with no name", during: func(_ *testing.T, r *faultRun) {
+			r.src.Send(watch.Event{Type: watch.Added, Object: cm("a", "", nil)})
+		}, reported: func(err error) bool { return errors.Is(err, event.ErrNoName) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := startFaultRun(t)
+			if tt.before != nil {
+				tt.before(t, r)
+			}
+			r.run(t)
+			if err := r.c.WaitForSync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			_ = r.src.WaitForWatchers(context.Background(), 1)
+			r.churn(t, 100)
+			if tt.during != nil {
+				tt.during(t, r)
+			}
+			r.churn(t, 100)
+			r.converge(t)
+			if tt.reported != nil {
+				found := false
+				for _, err := range r.errors() {
+					found = found || tt.reported(err)
+				}
+				if !found {
+					t.Errorf("no reported error matched; reported: %v", r.errors())
+				}
+			}
+		})
+	}
+}
+
+func TestFaultPanickingAndBlockedHandlersDoNotHurtOthers(t *testing.T) {
+	r := startFaultRun(t)
+	release := make(chan struct{})
+	defer close(release)
+	var calls int
+	panicky := controller.HandlerFunc[obj](func(context.Context, event.Event[obj]) {
+		calls++
+		if calls%3 == 0 {
+			panic("every third event")
+		}
+	})
+	mustAdd(t, r.c, "panicky", panicky)
+	blocked := mustAdd(t, r.c, "blocked", controller.HandlerFunc[obj](func(context.Context, event.Event[obj]) { <-release }))
+	r.run(t)
+	_ = r.src.WaitForWatchers(context.Background(), 1)
+	r.churn(t, 500)
+	r.converge(t)
+	var panics int
+	for _, err := range r.errors() {
+		var p *controller.HandlerPanicError
+		if errors.As(err, &p) && p.Handler == "panicky" {
+			panics++
+		}
+	}
+	if panics == 0 {
+		t.Error("no HandlerPanicError was reported")
+	}
+	if n := blocked.Pending(); n > 80 {
+		t.Errorf("the blocked handler's backlog holds %d keys, more than the 80 keys there are", n)
+	}
+}
+
+// blockingList is a ListerWatcher whose List blocks until its context ends, like a
+// relist against a server that stopped answering.
+type blockingList struct {
+	*fake.ListerWatcher[obj, list]
+	listing chan struct{}
+}
+
+func (b *blockingList) List(ctx context.Context, _ metav1.ListOptions) (list, error) {
+	close(b.listing)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestFaultCancelledInTheMiddleOfARelist(t *testing.T) {
+	lw := &blockingList{ListerWatcher: fake.New[obj, list](), listing: make(chan struct{})}
+	c := controller.New[obj, list](lw)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	<-lw.listing
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if c.HasSynced() {
+		t.Error("HasSynced after a list that never finished")
+	}
+	goleak.VerifyNone(t)
+}
+
+func TestFaultNoListPermissionBacksOffAndNeverSyncs(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	src := fake.New[obj, list](cm("a", "x", nil))
+	src.FailList(1<<30, apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("user cannot list")))
+	errs := make(chan error, 100)
+	c := controller.New[obj, list](src, controller.WithClock(clk),
+		controller.WithErrorHandler(func(_ context.Context, err error) { errs <- err }))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		goleak.VerifyNone(t)
+	}()
+	for i := 1; i <= 3; i++ {
+		if err := <-errs; !apierrors.IsForbidden(err) {
+			t.Fatalf("reported %v, want a Forbidden error", err)
+		}
+		// The reflector now waits on the clock: nothing happens until it moves.
+		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true,
+			func(context.Context) (bool, error) { return clk.HasWaiters(), nil }); err != nil {
+			t.Fatal(err)
+		}
+		if got := src.ListCalls(); got != i {
+			t.Fatalf("ListCalls() = %d before the backoff elapsed, want %d", got, i)
+		}
+		if c.HasSynced() {
+			t.Fatal("HasSynced without permission to list")
+		}
+		clk.Step(time.Minute)
+	}
+}
