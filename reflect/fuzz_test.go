@@ -1,0 +1,127 @@
+package reflect_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
+)
+
+// scriptedLW lists nothing, serves one scripted watch stream, then watches that never end.
+type scriptedLW struct {
+	first   chan watch.Event
+	watches chan struct{}
+}
+
+func (s *scriptedLW) List(context.Context, metav1.ListOptions) (*corev1.ConfigMapList, error) {
+	return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+}
+
+func (s *scriptedLW) Watch(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+	select {
+	case s.watches <- struct{}{}:
+	default:
+	}
+	if ch := s.first; ch != nil {
+		s.first = nil
+		return watch.NewProxyWatcher(ch), nil
+	}
+	return watch.NewProxyWatcher(make(chan watch.Event)), nil
+}
+
+// FuzzReflectorWatchEvents sends random watch streams, with events of every type and
+// objects of the wrong type, nil objects, nameless objects and ERROR events, through a
+// reflector into an event cache. It checks that nothing panics and that the cache ends
+// equal to a model that applies the valid events in order up to the first ERROR event
+// (which ends the watch).
+func FuzzReflectorWatchEvents(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 2, 2, 1})
+	f.Add([]byte{0, 0, 3, 1, 4, 0, 5, 1, 6, 2})
+	f.Add([]byte{0, 1, 7, 0, 0, 2, 2, 2, 1, 1})
+	f.Add([]byte{8, 0, 0, 1, 9, 9, 2, 1})
+	f.Fuzz(func(t *testing.T, script []byte) {
+		var events []watch.Event
+		model := map[string]string{}
+		rv := 1
+		for i := 0; i+1 < len(script); i += 2 {
+			op, name := script[i]%10, "cm-"+strconv.Itoa(int(script[i+1]%4))
+			rv++
+			o := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: strconv.Itoa(rv)}}
+			switch op {
+			case 0, 1:
+				events = append(events, watch.Event{Type: []watch.EventType{watch.Added, watch.Modified}[op], Object: o})
+				model["ns/"+name] = o.ResourceVersion
+			case 2:
+				events = append(events, watch.Event{Type: watch.Deleted, Object: o})
+				delete(model, "ns/"+name)
+			case 3:
+				events = append(events, watch.Event{Type: watch.Bookmark, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: o.ResourceVersion}}})
+			case 4:
+				events = append(events, watch.Event{Type: watch.Added, Object: &corev1.Secret{ObjectMeta: o.ObjectMeta}})
+			case 5:
+				events = append(events, watch.Event{Type: watch.Modified})
+			case 6:
+				o.Name = ""
+				events = append(events, watch.Event{Type: watch.Added, Object: o})
+			case 7:
+				events = append(events, watch.Event{Type: "BOGUS", Object: o})
+			case 8:
+				events = append(events, watch.Event{Type: watch.Deleted, Object: (*corev1.ConfigMap)(nil)})
+			case 9:
+				events = append(events, watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "fuzz"}})
+			}
+			if op == 9 {
+				break
+			}
+		}
+		ch := make(chan watch.Event, len(events))
+		for _, e := range events {
+			ch <- e
+		}
+		close(ch)
+		lw := &scriptedLW{first: ch, watches: make(chan struct{}, 100)}
+
+		w := eventcache.NewWriter[*corev1.ConfigMap](nil)
+		c := eventcache.NewEventQueueCollection(w.Store(), eventcache.Options[*corev1.ConfigMap]{})
+		rtc := eventcache.NewResourceTrackingConsumer[*corev1.ConfigMap](w, nopSink{}, nil)
+		r := reflect.New[*corev1.ConfigMap, *corev1.ConfigMapList](lw, c, reflect.Options[*corev1.ConfigMap]{
+			OnError: func(error) {}, Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { _ = c.Drain(ctx, rtc) }()
+		done := make(chan struct{})
+		go func() { defer close(done); r.Run(ctx) }()
+		<-lw.watches // the scripted watch
+		<-lw.watches // the next one: the script has been read
+		deadline := time.After(10 * time.Second)
+		for {
+			got := map[string]string{}
+			w.Store().Range(func(k string, o *corev1.ConfigMap) bool { got[k] = o.ResourceVersion; return true })
+			if c.Len() == 0 && cmp.Equal(model, got) {
+				break
+			}
+			select {
+			case <-deadline:
+				t.Fatalf("the cache does not match the model (-model +cache):\n%s", cmp.Diff(model, got))
+			case <-time.After(time.Millisecond):
+			}
+		}
+		cancel()
+		<-done
+	})
+}
+
+type nopSink struct{}
+
+func (nopSink) Deliver(string, event.Event[*corev1.ConfigMap]) {}
