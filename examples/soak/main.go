@@ -116,7 +116,6 @@ func run(ctx context.Context, duration time.Duration, keys int, every time.Durat
 	return nil
 }
 
-
 // churn creates, updates and deletes ConfigMaps until ctx ends, returning the writes.
 func churn(ctx context.Context, cms interface {
 	Create(context.Context, *corev1.ConfigMap, metav1.CreateOptions) (*corev1.ConfigMap, error)
