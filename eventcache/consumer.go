@@ -18,7 +18,9 @@ type Sink[T event.Object] interface {
 // passes each event on to its Sink, rewritten against what it knew:
 //
 //   - an addition or modification of a known key is delivered as a modification whose
-//     Prior is the state it replaces;
+//     Prior is the state it replaces, unless it is a different object (another UID): then
+//     the old one is delivered as a final-state-unknown deletion and the new one as an
+//     addition;
 //   - an addition or modification of an unknown key is delivered as an addition;
 //   - a deletion removes the key and is delivered with Prior set to the last known state
 //     (and Object, when the deletion was synthesised, to that same state); a deletion of
@@ -47,6 +49,7 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 	c.mu.Lock()
 	var zero T
 	out := events[:0]
+	fresh := false // out no longer shares events' array
 	for _, e := range events {
 		switch e.Type {
 		case event.Added, event.Modified:
@@ -61,9 +64,20 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 			if err != nil && c.onError != nil {
 				c.onError(fmt.Errorf("indexing %s: %w", key, err))
 			}
-			if existed {
+			switch {
+			case existed && recreated(prior, e.Object):
+				// Deleted and created again while the watch was down: the handlers get the
+				// deletion of the old object, then the new one as an addition. Two events
+				// for one would overwrite events not yet read, so out moves to its own
+				// array (rarely: only relists see this).
+				if !fresh {
+					out, fresh = append([]event.Event[T](nil), out...), true
+				}
+				out = append(out, event.Event[T]{Type: event.Deleted, Object: prior, Prior: prior, Sync: e.Sync, FinalStateUnknown: true})
+				e.Type, e.Prior = event.Added, zero
+			case existed:
 				e.Type, e.Prior = event.Modified, prior
-			} else {
+			default:
 				e.Type, e.Prior = event.Added, zero
 			}
 		case event.Deleted:
@@ -81,6 +95,12 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 		out = append(out, e)
 	}
 	return out
+}
+
+// recreated reports whether next is a different object (by UID) under the same key.
+func recreated[T event.Object](prior, next T) bool {
+	p, n := prior.GetUID(), next.GetUID()
+	return p != "" && n != "" && p != n
 }
 
 // ErrStaleEvent is reported, wrapped, when a watch event carries an object older than the

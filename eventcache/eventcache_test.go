@@ -262,3 +262,22 @@ func TestStaleWatchEventIsReported(t *testing.T) {
 		t.Errorf("the cache went back to resource version %s", got.ResourceVersion)
 	}
 }
+
+func TestRelistOfARecreatedObjectDeliversDeletionThenAddition(t *testing.T) {
+	p := newPipeline()
+	old := cm("a", "1")
+	old.UID = "uid-1"
+	p.replace(t, old, cm("b", "2"))
+	p.drain()
+	recreated := cm("a", "5")
+	recreated.UID = "uid-2"
+	p.replace(t, recreated, cm("b", "2"))
+	want := []delivered{
+		{Key: "ns/a", Type: event.Deleted, RV: "1", PriorRV: "1", Sync: true, FinalStateUnknown: true},
+		{Key: "ns/a", Type: event.Added, RV: "5", Sync: true},
+		{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true},
+	}
+	if diff := cmp.Diff(want, p.drain()); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+}
