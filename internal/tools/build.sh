@@ -20,7 +20,7 @@ build() { # name, module dir, package
 	# A heartbeat, so that a first build of several minutes does not look hung.
 	(while sleep 30; do echo "controlplane: still building $name ($((SECONDS - start))s)"; done) &
 	local beat=$!
-	trap 'kill $beat 2>/dev/null' RETURN
+	trap 'kill $beat 2>/dev/null' RETURN EXIT
 	(cd "$here/$dir" && go build -trimpath -o "$out/$name.tmp" "$pkg")
 	mv "$out/$name.tmp" "$out/$name"
 	echo "$stamp" >"$out/$name.stamp"
