@@ -63,6 +63,7 @@ type HandlerPanicError struct {
 	Stack   []byte
 }
 
+// Error describes the panic, its handler, event and key.
 func (e *HandlerPanicError) Error() string {
 	return fmt.Sprintf("handler %q panicked on %s (key %s): %v", e.Handler, e.Event, e.Key, e.Value)
 }

@@ -81,6 +81,7 @@ type ReconcilePanicError struct {
 	Stack []byte
 }
 
+// Error describes the panic and its key.
 func (e *ReconcilePanicError) Error() string {
 	return fmt.Sprintf("reconcile of %s panicked: %v", e.Key, e.Value)
 }
