@@ -51,9 +51,9 @@ func FuzzObjectKey(f *testing.F) {
 			t.Fatalf("ObjectKey(%q, %q): %v", ns, name, err)
 		}
 		gotNS, gotName := event.SplitKey(key)
-		for _, r := range ns {
+		for _, r := range ns + name {
 			if r == '/' {
-				return // namespaces never contain a slash on a real server
+				return // names and namespaces never contain a slash on a real server
 			}
 		}
 		if gotNS != ns || gotName != name {

@@ -234,6 +234,9 @@ func (l *Loop[T, L]) next(ctx context.Context, q workqueue.TypedRateLimitingInte
 		return false
 	}
 	defer q.Done(key)
+	if ctx.Err() != nil {
+		return false // the workqueue hands out queued keys after shutdown; start none
+	}
 	l.depth(q)
 
 	req := Request[T]{Key: key}

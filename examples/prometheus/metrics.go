@@ -1,0 +1,240 @@
+// Package prometheus exports the counters, gauges and histograms of typedinformer's
+// controllers (controller.Metrics) and reconcile loops (typed.Metrics) to Prometheus.
+//
+// The library has no dependency on any metrics library; this adapter is a separate Go
+// module, so that only programs that use it depend on Prometheus's client:
+//
+//	m := prometheus.New(prometheus.Options{})
+//	registry.MustRegister(m)
+//	pods := controller.New[*corev1.Pod, *corev1.PodList](cs.CoreV1().Pods(ns),
+//		controller.WithName("pods"), controller.WithMetrics(m.Controller("pods")))
+//	loop := typed.NewLoop(pods, reconciler, typed.Options{Name: "pods", Metrics: m})
+//
+// Metrics is a prometheus.Collector holding every metric vector; Controller returns the
+// controller.Metrics of one controller, whose samples carry its name in the "controller"
+// label. Metrics itself is the typed.Metrics of any number of loops, labelled by
+// Options.Name of each loop ("loop").
+//
+// With the default namespace "typedinformer", the metrics are:
+//
+//	typedinformer_reflector_lists_total{controller}                   counter
+//	typedinformer_reflector_list_items{controller}                    gauge: items of the last list
+//	typedinformer_reflector_list_duration_seconds{controller}         histogram
+//	typedinformer_reflector_watch_events_total{controller,type}       counter: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+//	typedinformer_reflector_resource_version{controller}              gauge: the newest resource version, when it is an integer
+//	typedinformer_reflector_errors_total{controller}                  counter: list and watch errors
+//	typedinformer_controller_queue_depth{controller}                  gauge: keys with pending events
+//	typedinformer_handler_duration_seconds{controller,handler}        histogram
+//	typedinformer_handler_panics_total{controller,handler}            counter
+//	typedinformer_reconcile_queue_depth{loop}                         gauge: keys waiting to be reconciled
+//	typedinformer_reconcile_duration_seconds{loop}                    histogram
+//	typedinformer_reconcile_errors_total{loop,terminal}               counter: terminal "true" or "false"
+//	typedinformer_reconcile_retries_total{loop}                       counter
+package prometheus
+
+import (
+	"strconv"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/typed"
+)
+
+// Options configure the metrics. The zero value is ready to use.
+type Options struct {
+	// Namespace prefixes every metric name; "typedinformer" when empty.
+	Namespace string
+	// Buckets of the duration histograms, in seconds; prometheus.DefBuckets when nil.
+	Buckets []float64
+	// ConstLabels are added to every metric, e.g. the name of the program.
+	ConstLabels prom.Labels
+}
+
+// Metrics holds the metric vectors of any number of controllers and loops. Register it
+// once with a prometheus.Registerer; it is the typed.Metrics of every loop, and
+// Controller returns the controller.Metrics of one controller. It is safe for concurrent
+// use.
+type Metrics struct {
+	lists           *prom.CounterVec
+	listItems       *prom.GaugeVec
+	listDuration    *prom.HistogramVec
+	watchEvents     *prom.CounterVec
+	resourceVersion *prom.GaugeVec
+	errors          *prom.CounterVec
+	queueDepth      *prom.GaugeVec
+	handlerDuration *prom.HistogramVec
+	handlerPanics   *prom.CounterVec
+
+	loopDepth         *prom.GaugeVec
+	reconcileDuration *prom.HistogramVec
+	reconcileErrors   *prom.CounterVec
+	retries           *prom.CounterVec
+}
+
+var (
+	_ prom.Collector = (*Metrics)(nil)
+	_ typed.Metrics  = (*Metrics)(nil)
+
+	_ controller.Metrics = (*ControllerMetrics)(nil)
+)
+
+// New returns the metrics, ready to be registered.
+func New(opts Options) *Metrics {
+	ns := opts.Namespace
+	if ns == "" {
+		ns = "typedinformer"
+	}
+	buckets := opts.Buckets
+	if buckets == nil {
+		buckets = prom.DefBuckets
+	}
+	counter := func(subsystem, name, help string, labels ...string) *prom.CounterVec {
+		return prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Subsystem: subsystem, Name: name, Help: help,
+			ConstLabels: opts.ConstLabels}, labels)
+	}
+	gauge := func(subsystem, name, help string, labels ...string) *prom.GaugeVec {
+		return prom.NewGaugeVec(prom.GaugeOpts{Namespace: ns, Subsystem: subsystem, Name: name, Help: help,
+			ConstLabels: opts.ConstLabels}, labels)
+	}
+	histogram := func(subsystem, name, help string, labels ...string) *prom.HistogramVec {
+		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Subsystem: subsystem, Name: name, Help: help,
+			ConstLabels: opts.ConstLabels, Buckets: buckets}, labels)
+	}
+	return &Metrics{
+		lists:           counter("reflector", "lists_total", "Lists (or watch-lists) that replaced a controller's cache.", "controller"),
+		listItems:       gauge("reflector", "list_items", "Items of a controller's last list.", "controller"),
+		listDuration:    histogram("reflector", "list_duration_seconds", "Time taken by a controller's lists.", "controller"),
+		watchEvents:     counter("reflector", "watch_events_total", "Watch events received by a controller, by type.", "controller", "type"),
+		resourceVersion: gauge("reflector", "resource_version", "Newest resource version a controller has seen, when it is an integer.", "controller"),
+		errors:          counter("reflector", "errors_total", "List and watch errors of a controller.", "controller"),
+		queueDepth:      gauge("controller", "queue_depth", "Keys with pending events in a controller's event cache.", "controller"),
+		handlerDuration: histogram("handler", "duration_seconds", "Time taken by each call of a handler.", "controller", "handler"),
+		handlerPanics:   counter("handler", "panics_total", "Panics recovered from a handler.", "controller", "handler"),
+
+		loopDepth:         gauge("reconcile", "queue_depth", "Keys waiting to be reconciled by a loop.", "loop"),
+		reconcileDuration: histogram("reconcile", "duration_seconds", "Time taken by each reconcile of a loop.", "loop"),
+		reconcileErrors:   counter("reconcile", "errors_total", "Reconciles of a loop that returned an error, terminal or not.", "loop", "terminal"),
+		retries:           counter("reconcile", "retries_total", "Keys of a loop put back after an error.", "loop"),
+	}
+}
+
+func (m *Metrics) collectors() []prom.Collector {
+	return []prom.Collector{m.lists, m.listItems, m.listDuration, m.watchEvents, m.resourceVersion, m.errors,
+		m.queueDepth, m.handlerDuration, m.handlerPanics, m.loopDepth, m.reconcileDuration, m.reconcileErrors, m.retries}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prom.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prom.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// QueueDepth implements typed.Metrics.
+func (m *Metrics) QueueDepth(loop string, depth int) {
+	m.loopDepth.WithLabelValues(loop).Set(float64(depth))
+}
+
+// Retry implements typed.Metrics.
+func (m *Metrics) Retry(loop string) { m.retries.WithLabelValues(loop).Inc() }
+
+// ReconcileLatency implements typed.Metrics.
+func (m *Metrics) ReconcileLatency(loop string, d time.Duration) {
+	m.reconcileDuration.WithLabelValues(loop).Observe(d.Seconds())
+}
+
+// ReconcileError implements typed.Metrics.
+func (m *Metrics) ReconcileError(loop string, terminal bool) {
+	m.reconcileErrors.WithLabelValues(loop, strconv.FormatBool(terminal)).Inc()
+}
+
+// ControllerMetrics is the controller.Metrics of one controller: pass it to
+// controller.WithMetrics. Create it with Metrics.Controller.
+type ControllerMetrics struct {
+	lists           prom.Counter
+	listItems       prom.Gauge
+	listDuration    prom.Observer
+	watchEvents     *prom.CounterVec // curried with the controller
+	byType          map[watch.EventType]prom.Counter
+	resourceVersion prom.Gauge
+	errors          prom.Counter
+	queueDepth      prom.Gauge
+	handlerDuration prom.ObserverVec // curried with the controller
+	handlerPanics   *prom.CounterVec // curried with the controller
+}
+
+// Controller returns the controller.Metrics of the controller named name (a label value,
+// not a metric name: any string will do). Calling it twice with the same name returns
+// metrics that add up to the same series.
+func (m *Metrics) Controller(name string) *ControllerMetrics {
+	curry := prom.Labels{"controller": name}
+	c := &ControllerMetrics{
+		lists:           m.lists.WithLabelValues(name),
+		listItems:       m.listItems.WithLabelValues(name),
+		listDuration:    m.listDuration.WithLabelValues(name),
+		watchEvents:     m.watchEvents.MustCurryWith(curry),
+		byType:          map[watch.EventType]prom.Counter{},
+		resourceVersion: m.resourceVersion.WithLabelValues(name),
+		errors:          m.errors.WithLabelValues(name),
+		queueDepth:      m.queueDepth.WithLabelValues(name),
+		handlerDuration: m.handlerDuration.MustCurryWith(curry),
+		handlerPanics:   m.handlerPanics.MustCurryWith(curry),
+	}
+	// The usual event types are looked up once here rather than on every event; the map
+	// is only read afterwards.
+	for _, t := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		c.byType[t] = c.watchEvents.WithLabelValues(string(t))
+	}
+	return c
+}
+
+// Listed implements controller.Metrics.
+func (c *ControllerMetrics) Listed(items int, d time.Duration) {
+	c.lists.Inc()
+	c.listItems.Set(float64(items))
+	c.listDuration.Observe(d.Seconds())
+}
+
+// WatchEvent implements controller.Metrics.
+func (c *ControllerMetrics) WatchEvent(t watch.EventType) {
+	if counter, ok := c.byType[t]; ok {
+		counter.Inc()
+		return
+	}
+	c.watchEvents.WithLabelValues(string(t)).Inc()
+}
+
+// ResourceVersion implements controller.Metrics. Resource versions are opaque strings;
+// the gauge is set only when one is an unsigned integer, as kube-apiserver's (etcd
+// revisions) are.
+func (c *ControllerMetrics) ResourceVersion(rv string) {
+	if n, err := strconv.ParseUint(rv, 10, 64); err == nil {
+		c.resourceVersion.Set(float64(n))
+	}
+}
+
+// Error implements controller.Metrics.
+func (c *ControllerMetrics) Error() { c.errors.Inc() }
+
+// QueueDepth implements controller.Metrics.
+func (c *ControllerMetrics) QueueDepth(keys int) { c.queueDepth.Set(float64(keys)) }
+
+// HandlerLatency implements controller.Metrics.
+func (c *ControllerMetrics) HandlerLatency(handler string, d time.Duration) {
+	c.handlerDuration.WithLabelValues(handler).Observe(d.Seconds())
+}
+
+// HandlerPanic implements controller.Metrics.
+func (c *ControllerMetrics) HandlerPanic(handler string) {
+	c.handlerPanics.WithLabelValues(handler).Inc()
+}
