@@ -279,16 +279,20 @@ func (r *Reflector[T, L]) listOptions(opts metav1.ListOptions) metav1.ListOption
 	return opts
 }
 
-// listRV is the resource version to list from: "0" (any, cheap, served from the watch
+// listRV is the resource version to list from: for a plain list "0" (any, cheap, from the watch
 // cache) for the first list, "" (a consistent read) after 410 Gone, since the cached
 // state may be older than what the reflector has already seen.
-func (r *Reflector[T, L]) listRV() string {
+func (r *Reflector[T, L]) listRV(watchList bool) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.relist {
+	switch {
+	case r.relist:
 		return ""
+	case watchList:
+		return r.lastRV // "" the first time: a consistent read, as watch-list requires
+	default:
+		return "0"
 	}
-	return "0"
 }
 
 // list lists (or watch-lists) and replaces the cache. For a watch-list it returns the
@@ -311,7 +315,7 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, error) {
 		return r.lw.List(ctx, opts)
 	}))
 	p.PageSize = r.opts.PageSize
-	list, _, err := p.List(ctx, r.listOptions(metav1.ListOptions{ResourceVersion: r.listRV()}))
+	list, _, err := p.List(ctx, r.listOptions(metav1.ListOptions{ResourceVersion: r.listRV(false)}))
 	if err != nil {
 		return nil, r.classify(fmt.Errorf("list: %w", err))
 	}
@@ -325,7 +329,7 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, error) {
 	}
 	items := make([]T, 0, len(raw))
 	for i, o := range raw {
-		obj, ok := r.accept(ctx, o)
+		obj, ok := accept[T](o)
 		if !ok {
 			r.report(ctx, fmt.Errorf("%s: list item %d: %w", r.opts.Name, i, errUnexpected[T](o)))
 			continue
@@ -356,7 +360,7 @@ func (r *Reflector[T, L]) listed(n int, start time.Time) {
 func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, int, error) {
 	sendInitial := true
 	w, err := r.lw.Watch(ctx, r.listOptions(metav1.ListOptions{
-		ResourceVersion:      r.listRVForWatchList(),
+		ResourceVersion:      r.listRV(true),
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		SendInitialEvents:    &sendInitial,
 		AllowWatchBookmarks:  true,
@@ -384,7 +388,7 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, int, 
 		}
 		switch e.Type {
 		case watch.Added, watch.Modified:
-			obj, ok := r.accept(ctx, e.Object)
+			obj, ok := accept[T](e.Object)
 			if !ok {
 				r.report(ctx, fmt.Errorf("%s: watch-list %s event: %w", r.opts.Name, e.Type, errUnexpected[T](e.Object)))
 				continue
@@ -412,15 +416,6 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, int, 
 			r.report(ctx, fmt.Errorf("%s: watch-list: %w: event type %q", r.opts.Name, ErrUnexpectedObject, e.Type))
 		}
 	}
-}
-
-func (r *Reflector[T, L]) listRVForWatchList() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.relist {
-		return ""
-	}
-	return r.lastRV
 }
 
 // handleWatch applies w's events to the cache until w ends, fails or ctx is done, and
@@ -470,7 +465,7 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, w watch.Interface, re
 			r.report(ctx, fmt.Errorf("%s: %w: watch event type %q", r.opts.Name, ErrUnexpectedObject, e.Type))
 			continue
 		}
-		obj, ok := r.accept(ctx, e.Object)
+		obj, ok := accept[T](e.Object)
 		if !ok {
 			r.report(ctx, fmt.Errorf("%s: watch %s event: %w", r.opts.Name, e.Type, errUnexpected[T](e.Object)))
 			continue
@@ -486,7 +481,8 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, w watch.Interface, re
 	}
 }
 
-func (r *Reflector[T, L]) accept(_ context.Context, o runtime.Object) (T, bool) {
+// accept returns o as a T, or false for an object of another type or a nil one.
+func accept[T event.Object](o runtime.Object) (T, bool) {
 	var zero T
 	obj, ok := o.(T)
 	if !ok || obj == zero {
