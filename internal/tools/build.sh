@@ -7,6 +7,10 @@ out=${1:-$here/../../.cache/bin}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
+# The heartbeat of the build in progress; killed on any exit, also a failed build.
+beat=
+trap '[ -z "$beat" ] || kill "$beat" 2>/dev/null || true' EXIT
+
 build() { # name, module dir, package
 	local name=$1 dir=$2 pkg=$3
 	local stamp
@@ -19,9 +23,10 @@ build() { # name, module dir, package
 	local start=$SECONDS
 	# A heartbeat, so that a first build of several minutes does not look hung.
 	(while sleep 30; do echo "controlplane: still building $name ($((SECONDS - start))s)"; done) &
-	local beat=$!
-	trap 'kill $beat 2>/dev/null' RETURN EXIT
+	beat=$!
 	(cd "$here/$dir" && go build -trimpath -o "$out/$name.tmp" "$pkg")
+	kill "$beat" 2>/dev/null || true
+	beat=
 	mv "$out/$name.tmp" "$out/$name"
 	echo "$stamp" >"$out/$name.stamp"
 	echo "controlplane: built $name in $((SECONDS - start))s"
