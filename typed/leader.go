@@ -37,9 +37,10 @@ type LeaderElection struct {
 var ErrNoIdentity = errors.New("leader election needs an identity")
 
 // Run campaigns for the Lease until ctx is done. Each time it wins, it calls lead with a
-// context that is cancelled when leadership is lost, and waits for lead to return before
-// it campaigns again. It releases the Lease when ctx ends while leading, so a successor
-// need not wait for it to expire, and returns with no goroutine left.
+// context that is cancelled when leadership is lost or ctx ends, and waits for lead to
+// return before it campaigns again. It releases the Lease only after lead has returned
+// (so two replicas never lead at once), without waiting for it to expire, and returns
+// with no goroutine left.
 func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	if le.Identity == "" {
 		return ErrNoIdentity
@@ -73,7 +74,9 @@ func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)
 		if err != nil {
 			return err
 		}
-		electCtx, cancel := context.WithCancel(ctx)
+		// The elector outlives ctx until lead has returned: it releases the Lease when its
+		// context ends, and a successor must not lead while this replica still does.
+		electCtx, cancelElect := context.WithCancel(context.WithoutCancel(ctx))
 		electDone := make(chan struct{})
 		go func() {
 			defer close(electDone)
@@ -82,10 +85,15 @@ func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)
 		select {
 		case leadCtx := <-started:
 			klog.FromContext(ctx).Info("started leading", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
-			lead(leadCtx)
+			runCtx, cancelRun := context.WithCancel(leadCtx)
+			stop := context.AfterFunc(ctx, cancelRun)
+			lead(runCtx)
+			stop()
+			cancelRun()
 		case <-electDone:
+		case <-ctx.Done():
 		}
-		cancel()
+		cancelElect()
 		<-electDone
 	}
 	return nil

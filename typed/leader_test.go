@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/typedinformer/typedinformer/typed"
 )
@@ -63,6 +67,54 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 	defer mu.Unlock()
 	if overlap {
 		t.Error("two replicas led at once")
+	}
+	goleak.VerifyNone(t)
+}
+
+func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
+	client := fake.NewClientset()
+	var leadReturned atomic.Bool
+	releasedEarly := make(chan struct{})
+	released := make(chan struct{})
+	client.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		lease := action.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if h := lease.Spec.HolderIdentity; h == nil || *h == "" {
+			if !leadReturned.Load() {
+				close(releasedEarly)
+			}
+			close(released)
+		}
+		return false, nil, nil
+	})
+	le := typed.LeaderElection{Client: client.CoordinationV1(), Namespace: "default", Name: "test", Identity: "a",
+		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	leading := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- le.Run(ctx, func(leadCtx context.Context) {
+			close(leading)
+			<-leadCtx.Done() // ends with ctx
+			// Shutting down takes a while; a release now would let a successor lead
+			// alongside. The wait only gives an early release time to show.
+			select {
+			case <-releasedEarly:
+			case <-time.After(500 * time.Millisecond):
+			}
+			leadReturned.Store(true)
+		})
+	}()
+	<-leading
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	select {
+	case <-releasedEarly:
+		t.Error("the lease was released while lead was still running")
+	case <-released:
+	default:
+		t.Error("the lease was not released when Run returned")
 	}
 	goleak.VerifyNone(t)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	goreflect "reflect"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -105,25 +106,65 @@ func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T
 	return out, nil
 }
 
-// Watch watches through the dynamic client and converts every object.
+// Watch watches through the dynamic client and converts every object. Stop ends the
+// converting goroutine even when nobody reads the result channel any more.
 func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := d.client.Watch(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-		u, ok := e.Object.(*unstructured.Unstructured)
-		if !ok || e.Type == watch.Error {
-			return e, true
+	cw := &convertingWatch[T]{upstream: w, report: d.report, result: make(chan watch.Event), stop: make(chan struct{})}
+	go cw.loop()
+	return cw, nil
+}
+
+// convertingWatch converts the objects of a dynamic watch to T. Unlike watch.Filter's
+// goroutine, whose send blocks forever once the reader has gone, its loop also waits
+// for Stop.
+type convertingWatch[T event.Object] struct {
+	upstream watch.Interface
+	report   func(error)
+	result   chan watch.Event
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+func (w *convertingWatch[T]) ResultChan() <-chan watch.Event { return w.result }
+
+func (w *convertingWatch[T]) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.stop)
+		w.upstream.Stop()
+	})
+}
+
+func (w *convertingWatch[T]) loop() {
+	defer close(w.result)
+	defer w.Stop()
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case <-w.stop:
+			return
+		case e, ok = <-w.upstream.ResultChan():
+			if !ok {
+				return
+			}
 		}
-		obj, err := convert[T](u)
-		if err != nil {
-			d.report(err)
-			return e, true
+		if u, isU := e.Object.(*unstructured.Unstructured); isU && e.Type != watch.Error {
+			if obj, err := convert[T](u); err != nil {
+				w.report(err)
+			} else {
+				e.Object = obj
+			}
 		}
-		e.Object = obj
-		return e, true
-	}), nil
+		select {
+		case w.result <- e:
+		case <-w.stop:
+			return
+		}
+	}
 }
 
 // StripManagedFields is a transform for controller.WithTransform that drops

@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/typedinformer/typedinformer/controller"
@@ -77,6 +79,39 @@ func TestDynamicConvertsToTheUsersOwnStruct(t *testing.T) {
 	}
 	if len(convErrs) != 1 {
 		t.Errorf("conversion errors = %v, want one for the bad widget", convErrs)
+	}
+}
+
+func TestDynamicWatchConvertsAndStopsWithAnEventUnread(t *testing.T) {
+	ctx := context.Background()
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{widgets: "WidgetList"})
+	widgetsInNS := client.Resource(widgets).Namespace("ns")
+	src := typed.FromDynamic[*Widget](widgetsInNS)
+	w, err := src.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"read", "unread"} {
+		if _, err := widgetsInNS.Create(ctx, widget(name, 3), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := <-w.ResultChan()
+	got, ok := e.Object.(*Widget)
+	if !ok {
+		t.Fatalf("watch delivered %T, want *Widget", e.Object)
+	}
+	if diff := cmp.Diff(WidgetSpec{Size: 3, Tags: []string{"a", "b"}}, got.Spec); diff != "" || e.Type != watch.Added || got.Name != "read" {
+		t.Errorf("first event = %s %s, spec (-want +got):\n%s", e.Type, got.Name, diff)
+	}
+	// The second event is never read: Stop must still end the converting goroutine and
+	// close the result channel.
+	w.Stop()
+	w.Stop()
+	goleak.VerifyNone(t)
+	if e, open := <-w.ResultChan(); open {
+		t.Errorf("after Stop the watch delivered %s, want a closed channel", e.Type)
 	}
 }
 
