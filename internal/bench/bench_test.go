@@ -17,7 +17,8 @@ import (
 // has seen the last state of every modified key (a library may merge modifications of a
 // key that is still pending; client-go delivers every one). Per-event figures are
 // reported as events/s, ns/event, B/event and allocs/event, and handled/event says which
-// share of the events reached the handler as separate calls.
+// share of the events reached the handler as separate calls. lib=watch-alone is the
+// ceiling: the input alone, read by a goroutine that does nothing else.
 func BenchmarkSteadyState(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
@@ -25,6 +26,7 @@ func BenchmarkSteadyState(b *testing.B) {
 			for _, lib := range libraries {
 				b.Run("lib="+lib.name, func(b *testing.B) { benchSteadyState(b, lib, d) })
 			}
+			b.Run("lib="+watchAlone, func(b *testing.B) { benchWatchAlone(b, d) })
 		})
 	}
 }

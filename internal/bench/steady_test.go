@@ -1,6 +1,10 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // steadyBatch is how many modifications one op of BenchmarkSteadyState streams: enough
 // for a meaningful figure with -benchtime 1x (one op), as `make bench` runs it.
@@ -37,4 +41,52 @@ func benchSteadyState(b *testing.B, lib library, d *Dataset) {
 	b.ReportMetric(float64(events)/m.elapsed.Seconds(), "events/s")
 	m.report(b, events, "event")
 	b.ReportMetric(float64(rec.updates.Load())/float64(events), "handled/event")
+}
+
+// watchAlone is the lib= name of the steady-state input measured without any library.
+const watchAlone = "watch-alone"
+
+// benchWatchAlone measures the ceiling of BenchmarkSteadyState: the same stream through
+// the same in-memory watch, read by a goroutine that does nothing else. No library can
+// deliver events faster than its input hands them over.
+func benchWatchAlone(b *testing.B, d *Dataset) {
+	defer checkLeaks(b, nil)()
+	b.StopTimer()
+	w, err := NewSource(d.List).Watch(b.Context(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	read := make(chan int)
+	go func() {
+		n := 0
+		for e := range w.ResultChan() {
+			if e.Object != nil {
+				n++
+			}
+		}
+		read <- n
+	}()
+	gcNow()
+	b.ResetTimer()
+	var m allocMeter
+	for op := range b.N {
+		if op > 0 {
+			b.StopTimer()
+			d.Renew()
+			gcNow()
+			b.StartTimer()
+		}
+		m.begin(b)
+		for i := range d.Events {
+			if !w.(*Watch).Send(d.Event(i)) {
+				b.Fatal("the watch was stopped during the benchmark")
+			}
+		}
+		m.end(b)
+	}
+	w.Stop()
+	if n := <-read; n != b.N*d.Events {
+		b.Fatalf("the reader got %d events, want %d", n, b.N*d.Events)
+	}
+	b.ReportMetric(float64(b.N*d.Events)/m.elapsed.Seconds(), "events/s")
 }

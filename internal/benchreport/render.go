@@ -12,6 +12,8 @@ import (
 const (
 	ours   = "typedinformer"
 	theirs = "client-go"
+	// alone is the steady state's input without any library: its ceiling.
+	alone = "watch-alone"
 )
 
 // metric is one line of a scenario's table.
@@ -40,6 +42,9 @@ type scenario struct {
 	// flat, when set, adds the stalled-handler check: does the heap stay flat from the
 	// case with the fewest events to the case with the most?
 	flat bool
+	// ceiling, when set, adds the rate of the input alone (lib=watch-alone) and where
+	// the rate target lies against it.
+	ceiling bool
 }
 
 var scenarios = []scenario{
@@ -59,6 +64,7 @@ var scenarios = []scenario{
 		notes: "*handler calls/event* below 1 means that typedinformer merged consecutive modifications " +
 			"of a key that was still pending (its per-key compression: the handler gets the newest state); " +
 			"client-go calls the handler once per event. Both runs end in the same state.",
+		ceiling: true,
 	},
 	{
 		bench: "BenchmarkInitialSync",
@@ -288,6 +294,9 @@ func renderScenario(b *strings.Builder, r *results, n int, sc scenario) []verdic
 	if sc.flat {
 		verdicts = append(verdicts, renderFlat(b, r, sc, cases)...)
 	}
+	if sc.ceiling {
+		renderCeiling(b, r, sc, cases)
+	}
 	if sc.notes != "" {
 		fmt.Fprintf(b, "%s\n\n", sc.notes)
 	}
@@ -326,6 +335,40 @@ func renderFlat(b *strings.Builder, r *results, sc scenario, cases []benchCase) 
 	}
 	fmt.Fprintf(b, "\n")
 	return verdicts
+}
+
+// renderCeiling puts each library's events/s next to the input's own rate: the same
+// stream through the same in-memory watch into a goroutine that only reads it.
+func renderCeiling(b *strings.Builder, r *results, sc scenario, cases []benchCase) {
+	var rate metric
+	for _, mt := range sc.metrics {
+		if mt.rate && mt.target > 0 {
+			rate = mt
+		}
+	}
+	header := false
+	for _, c := range cases {
+		top, ok := r.median(c.names[alone], rate.unit)
+		if !ok || top == 0 {
+			continue
+		}
+		cg, okCG := r.median(c.names[theirs], rate.unit)
+		ti, okTI := r.median(c.names[ours], rate.unit)
+		if !okCG || !okTI {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(b, "The ceiling: the same stream through the same in-memory watch into a goroutine that only reads it "+
+				"(*watch alone*). No library can go faster; %s of client-go's rate is the target.\n\n", rate.targetText)
+			fmt.Fprintf(b, "| case | watch alone | client-go | typedinformer | target rate (%.0f× client-go) |\n|---|---:|---:|---:|---:|\n", rate.target)
+			header = true
+		}
+		share := func(v float64) string { return fmt.Sprintf("%s (%.0f%%)", rate.format(v), 100*v/top) }
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", caseText(c.params), rate.format(top), share(cg), share(ti), share(rate.target*cg))
+	}
+	if header {
+		fmt.Fprintf(b, "\n")
+	}
 }
 
 func caseText(params string) string {
