@@ -16,8 +16,9 @@ all: test
 controlplane:
 	@bash internal/tools/build.sh $(BIN)
 
-## vet: go vet over the library, the examples and the end-to-end tests
+## vet: gofmt and go vet over the library, the examples and the end-to-end tests
 vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "not gofmt'ed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
 ## test: vet, then every test (unit, fuzz seeds, end-to-end on a real control plane) with -race

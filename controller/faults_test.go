@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -22,61 +21,9 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 	"github.com/typedinformer/typedinformer/reflect"
 )
-
-// checker is a handler that holds what it was told and records every event that does
-// not follow from what it saw before: an addition of a key it knows, a modification or
-// deletion of one it does not, a prior that is not its last state, a resource version
-// that goes back.
-type checker struct {
-	mu         sync.Mutex
-	state      map[string]obj
-	violations []string
-}
-
-func newChecker() *checker { return &checker{state: map[string]obj{}} }
-
-func (c *checker) Handle(_ context.Context, e event.Event[obj]) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	key := e.Object.Namespace + "/" + e.Object.Name
-	prev, known := c.state[key]
-	bad := func(format string, args ...any) {
-		c.violations = append(c.violations, fmt.Sprintf("%s: %s: ", key, e)+fmt.Sprintf(format, args...))
-	}
-	switch e.Type {
-	case event.Added:
-		if known {
-			bad("added, but the handler knows it at %s", prev.ResourceVersion)
-		}
-	case event.Modified, event.Deleted:
-		if !known || e.Prior != prev {
-			bad("prior is not the handler's last state (known=%v)", known)
-		}
-	}
-	if known && rv(e.Object) < rv(prev) {
-		bad("resource version went back from %s", prev.ResourceVersion)
-	}
-	if e.Type == event.Deleted {
-		delete(c.state, key)
-	} else {
-		c.state[key] = e.Object
-	}
-}
-
-func rv(o obj) int {
-	n, _ := strconv.Atoi(o.ResourceVersion)
-	return n
-}
-
-func versions[V any](m map[string]V, rvOf func(V) string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		out[k] = rvOf(v)
-	}
-	return out
-}
 
 // serverState is what a fresh List returns, as key -> resource version.
 func serverState(t *testing.T, src *fake.ListerWatcher[obj, list]) map[string]string {
@@ -134,7 +81,7 @@ type faultRun struct {
 	src  *fake.ListerWatcher[obj, list]
 	lw   *gated
 	c    *controller.Controller[obj, list]
-	chk  *checker
+	chk  *eventcheck.Checker[obj]
 	mu   sync.Mutex
 	errs []error
 	rng  *rand.Rand
@@ -177,24 +124,17 @@ func (r *faultRun) converge(t *testing.T) {
 		want = serverState(t, r.src)
 		got = map[string]string{}
 		r.c.Store().Range(func(k string, o obj) bool { got[k] = o.ResourceVersion; return true })
-		r.chk.mu.Lock()
-		handler := versions(r.chk.state, func(o obj) string { return o.ResourceVersion })
-		r.chk.mu.Unlock()
-		return cmp.Equal(want, got) && cmp.Equal(want, handler), nil
+		return cmp.Equal(want, got) && cmp.Equal(want, r.chk.Versions()), nil
 	})
 	if err != nil {
 		t.Fatalf("the cache did not converge on the server's state (-server +cache):\n%s", cmp.Diff(want, got))
 	}
-	r.chk.mu.Lock()
-	defer r.chk.mu.Unlock()
-	if len(r.chk.violations) > 0 {
-		t.Errorf("the handler saw inconsistent events:\n%v", r.chk.violations)
-	}
+	r.chk.Verify(t)
 }
 
 func startFaultRun(t *testing.T, opts ...controller.Option) *faultRun {
 	t.Helper()
-	r := &faultRun{src: fake.New[obj, list](), chk: newChecker(), rng: rand.New(rand.NewPCG(1, 2))}
+	r := &faultRun{src: fake.New[obj, list](), chk: eventcheck.New[obj]("checker"), rng: rand.New(rand.NewPCG(1, 2))}
 	r.lw = &gated{ListerWatcher: r.src}
 	r.churn(t, 30)
 	opts = append([]controller.Option{

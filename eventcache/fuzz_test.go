@@ -11,50 +11,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 	"github.com/typedinformer/typedinformer/queue"
 )
 
-// checkingSink checks, as a handler would, that every delivered event is consistent with
-// the ones before it: additions only for keys it does not know, modifications and
-// deletions only for keys it knows, each carrying the previous delivered state as prior,
-// and resource versions that never go back for a key.
-type checkingSink struct {
-	t     *testing.T
-	state map[string]obj
-	maxRV map[string]int
-}
-
-func (s *checkingSink) Deliver(key string, e ev) {
-	prev, known := s.state[key]
-	switch e.Type {
-	case event.Added:
-		if known {
-			s.t.Fatalf("%s: Added for a key the handler knows", key)
-		}
-		s.state[key] = e.Object
-	case event.Modified:
-		if !known || e.Prior != prev {
-			s.t.Fatalf("%s: Modified with prior %v, handler knows %v (known=%v)", key, e.Prior, prev, known)
-		}
-		s.state[key] = e.Object
-	case event.Deleted:
-		if !known || e.Prior != prev {
-			s.t.Fatalf("%s: Deleted with prior %v, handler knows %v (known=%v)", key, e.Prior, prev, known)
-		}
-		delete(s.state, key)
-	}
-	rv, _ := strconv.Atoi(e.Object.ResourceVersion)
-	if rv < s.maxRV[key] {
-		s.t.Fatalf("%s: %v went back from resource version %d", key, e, s.maxRV[key])
-	}
-	s.maxRV[key] = rv
-}
-
 // FuzzEventQueueCollection drives a collection with random Add, Replace, Synchronize and
 // drain sequences and checks it against a reference model that applies every operation
-// in order with no queues: after a full drain the known objects equal the model (nothing
-// lost, nothing resurrected), every delivery is consistent per key, and no key's queue
-// grows past the compression bound.
+// in order with no queues: after a full drain the known objects, and what the deliveries
+// add up to, equal the model (nothing lost, nothing resurrected), every delivery follows
+// from the ones before it (internal/eventcheck), and no key's queue grows past the
+// compression bound.
 func FuzzEventQueueCollection(f *testing.F) {
 	seeds, _ := filepath.Glob(filepath.Join("..", "testdata", "fuzz", "eventqueuecollection", "*.hex"))
 	for _, name := range seeds {
@@ -74,7 +40,7 @@ func FuzzEventQueueCollection(f *testing.F) {
 	keys := []string{"a", "b", "c", "d", "e"}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		w := NewWriter[obj](nil)
-		sink := &checkingSink{t: t, state: map[string]obj{}, maxRV: map[string]int{}}
+		sink := eventcheck.New[obj]("sink")
 		c := NewEventQueueCollection(w.Store(), Options[obj]{})
 		rtc := NewResourceTrackingConsumer[obj](w, sink, nil)
 		model := map[string]obj{}
@@ -89,6 +55,12 @@ func FuzzEventQueueCollection(f *testing.F) {
 			w.Store().Range(func(k string, o obj) bool { got[k] = o; return true })
 			if diff := cmp.Diff(model, got); diff != "" {
 				t.Fatalf("known objects differ from the model (-model +known):\n%s", diff)
+			}
+			if diff := cmp.Diff(model, sink.Known()); diff != "" {
+				t.Fatalf("what the sink was told differs from the model (-model +sink):\n%s", diff)
+			}
+			if problems := sink.Problems(); len(problems) > 0 {
+				t.Fatalf("inconsistent deliveries:\n%s", strings.Join(problems, "\n"))
 			}
 		}
 		for i := 0; i+1 < len(ops); i += 2 {

@@ -106,7 +106,6 @@ func e2eNoLeaks(t *testing.T, extra ...goleak.Option) {
 	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
 }
 
-
 // e2eGoroutines returns the stacks of the goroutines that run any of fns (function names
 // or "created by" lines as they appear in a stack trace) and, unless states is empty, are
 // blocked in one of states (as in "goroutine 7 [chan send]:").

@@ -20,6 +20,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 )
 
 type opKind uint8
@@ -253,24 +254,24 @@ func (c *churn) assertServerMatchesModel(t *testing.T, namespaces ...string) {
 // before it was deleted; one inferred from a relist (final state unknown) must carry the
 // handler's last known state, which the checker verifies, and is allowed only if
 // allowUnknown. It also checks that no incarnation is deleted twice.
-func (c *churn) assertDeletionsCarryLastState(t *testing.T, h *checker[cm], allowUnknown bool) {
+func (c *churn) assertDeletionsCarryLastState(t *testing.T, h *eventcheck.Checker[cm], allowUnknown bool) {
 	t.Helper()
 	for _, k := range c.keys {
 		seen := map[string]bool{}
-		for _, s := range h.events(k.key()) {
-			e := s.e
+		for _, s := range h.Events(k.key()) {
+			e := s.Event
 			if e.Type != event.Deleted {
 				continue
 			}
 			if e.FinalStateUnknown {
 				if !allowUnknown {
-					t.Errorf("handler %s: %v: a final-state-unknown deletion without any fault", h.name, e)
+					t.Errorf("handler %s: %v: a final-state-unknown deletion without any fault", h.Name(), e)
 				}
 				continue
 			}
 			gen := e.Object.Data["gen"]
 			if seen[gen] {
-				t.Errorf("handler %s: incarnation %s of %s deleted twice", h.name, gen, k.key())
+				t.Errorf("handler %s: incarnation %s of %s deleted twice", h.Name(), gen, k.key())
 			}
 			seen[gen] = true
 			var want map[string]string
@@ -280,11 +281,11 @@ func (c *churn) assertDeletionsCarryLastState(t *testing.T, h *checker[cm], allo
 				}
 			}
 			if want == nil {
-				t.Errorf("handler %s: %v deletes incarnation %s, which the churn never deleted", h.name, e, gen)
+				t.Errorf("handler %s: %v deletes incarnation %s, which the churn never deleted", h.Name(), e, gen)
 				continue
 			}
 			if diff := cmp.Diff(want, e.Object.Data); diff != "" {
-				t.Errorf("handler %s: %v does not carry the data last written before the deletion (-written +event):\n%s", h.name, e, diff)
+				t.Errorf("handler %s: %v does not carry the data last written before the deletion (-written +event):\n%s", h.Name(), e, diff)
 			}
 		}
 	}
@@ -317,7 +318,7 @@ func TestChurnDeliversEveryChange(t *testing.T) {
 			errs, m := &errorLog{}, &counters{}
 			c := controller.New[cm, cmList](newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
 				append([]controller.Option{controller.WithErrorHandler(errs.handle), controller.WithMetrics(m)}, tt.opts...)...)
-			early, slow, late := newChecker[cm]("early"), newChecker[cm]("slow"), newChecker[cm]("late")
+			early, slow, late := eventcheck.New[cm]("early"), eventcheck.New[cm]("slow"), eventcheck.New[cm]("late")
 			earlyReg := registered(t)(c.AddHandler("early", early))
 			slowReg := registered(t)(c.AddHandler("slow", delayed[cm]{h: slow, d: time.Millisecond}))
 			stop := start(t, c)
@@ -347,8 +348,8 @@ func TestChurnDeliversEveryChange(t *testing.T) {
 			stop()
 
 			assertMatchesServer(t, list, views...)
-			for _, h := range []*checker[cm]{early, slow, late} {
-				h.verify(t)
+			for _, h := range []*eventcheck.Checker[cm]{early, slow, late} {
+				h.Verify(t)
 				ch.assertDeletionsCarryLastState(t, h, false)
 				assertDeletionsDelivered(t, c.Store(), h, ch.gone(), true)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 )
 
 type (
@@ -144,7 +145,7 @@ func TestCustomResourcesThroughDynamicClient(t *testing.T) {
 	errs := &errorLog{}
 	c := controller.New[u, uList](newClients(t, cp.AdminConfig()).dyn.Resource(widgetGVR).Namespace(""),
 		controller.WithErrorHandler(errs.handle))
-	h := newChecker[u]("checker")
+	h := eventcheck.New[u]("checker")
 	reg := registered(t)(c.AddHandler("checker", h))
 	stop := start(t, c)
 	waitSynced(t, "the handler", reg.Synced())
@@ -175,14 +176,14 @@ func TestCustomResourcesThroughDynamicClient(t *testing.T) {
 	converge(t, list, storeView(c.Store()), handlerView(h))
 	stop()
 	assertMatchesServer(t, list, storeView(c.Store()), handlerView(h))
-	h.verify(t)
+	h.Verify(t)
 	assertDeletionsDelivered(t, c.Store(), h, gone, false)
 	for _, key := range gone {
-		evs := h.events(key)
-		if len(evs) == 0 || evs[len(evs)-1].e.Type != event.Deleted {
+		evs := h.Events(key)
+		if len(evs) == 0 || evs[len(evs)-1].Event.Type != event.Deleted {
 			continue // reported above
 		}
-		last := evs[len(evs)-1].e
+		last := evs[len(evs)-1].Event
 		got, _, _ := unstructured.NestedMap(last.Object.Object, "spec")
 		if diff := cmp.Diff(deletedSpec[key], got); diff != "" {
 			t.Errorf("%v does not carry the spec last written (-written +event):\n%s", last, diff)

@@ -15,6 +15,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/controlplane"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 )
 
 // faultBackoff retries quickly, so that the tests spend their time on faults, not on
@@ -44,7 +45,7 @@ func TestNothingLostWhenProcessesRestartDuringChurn(t *testing.T) {
 			errs, m := &errorLog{}, &counters{}
 			c := controller.New[cm, cmList](newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
 				controller.WithBackoff(faultBackoff), controller.WithErrorHandler(errs.handle), controller.WithMetrics(m))
-			h := newChecker[cm]("checker")
+			h := eventcheck.New[cm]("checker")
 			reg := registered(t)(c.AddHandler("checker", h))
 			stop := start(t, c)
 			waitSynced(t, "the handler", reg.Synced())
@@ -73,14 +74,14 @@ func TestNothingLostWhenProcessesRestartDuringChurn(t *testing.T) {
 			converge(t, list, storeView(c.Store()), handlerView(h))
 			stop()
 			assertMatchesServer(t, list, storeView(c.Store()), handlerView(h))
-			h.verify(t)
+			h.Verify(t)
 			errs.noHandlerPanics(t)
 			ch.assertDeletionsCarryLastState(t, h, true)
 			assertDeletionsDelivered(t, c.Store(), h, ch.gone(), true)
 			t.Logf("the controller listed %d times and reported %d errors: %v", m.lists.Load(), errs.count(), errs.all())
 			// Not failed here: TestDeletedAndRecreatedWhileCutOffGetTombstoneAndAddition
 			// shows this deterministically; a relist during the churn shows it at random.
-			if merges := h.incarnationMerges(); len(merges) > 0 {
+			if merges := h.IncarnationMerges(); len(merges) > 0 {
 				t.Logf("%d re-creations were delivered as modifications (relist across incarnations): %s", len(merges), describe(merges))
 			}
 		})
@@ -139,13 +140,13 @@ func assertTombstonesAndAdditions(t *testing.T, r cutOff) {
 	t.Helper()
 	assertDeletionsDelivered(t, r.c.Store(), r.h, r.changes.deleted, false)
 	for _, key := range r.changes.deleted {
-		if evs := r.h.eventsSince(key, r.holdSeq); len(evs) != 1 || evs[0].Type != event.Deleted {
+		if evs := r.h.EventsSince(key, r.holdSeq); len(evs) != 1 || evs[0].Type != event.Deleted {
 			t.Errorf("%s deleted while the controller was cut off: got %s, want one deletion", key, describe(evs))
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(r.changes.recreated)) {
 		oldUID := r.changes.recreated[key]
-		evs := r.h.eventsSince(key, r.holdSeq)
+		evs := r.h.EventsSince(key, r.holdSeq)
 		ok := len(evs) == 2 &&
 			evs[0].Type == event.Deleted && string(evs[0].Object.GetUID()) == oldUID &&
 			evs[1].Type == event.Added && string(evs[1].Object.GetUID()) != oldUID
@@ -156,7 +157,7 @@ func assertTombstonesAndAdditions(t *testing.T, r cutOff) {
 	}
 	// Whatever the path (watch or relist), a modification never spans two incarnations
 	// (the re-created keys are reported above).
-	for _, e := range r.h.incarnationMerges() {
+	for _, e := range r.h.IncarnationMerges() {
 		if _, ok := r.changes.recreated[offlineNS+"/"+e.Object.GetName()]; ok && e.Object.GetNamespace() == offlineNS {
 			continue
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,7 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/controlplane"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -388,166 +388,7 @@ func (r *requests[T, L]) snapshot() (lists, watches, watchLists []metav1.ListOpt
 }
 
 // ---------------------------------------------------------------------------------------
-// The checking handler
-
-// step is one event a checker received, numbered in the order received.
-type step[T event.Object] struct {
-	seq int
-	e   event.Event[T]
-}
-
-// checker is a handler that keeps its own map of the objects its events add up to and
-// checks every event against it:
-//
-//   - Added only for a key it does not know, without a prior;
-//   - Modified and Deleted only for a key it knows, with a Prior of the same resource
-//     version and UID as the state it last saw;
-//   - a final-state-unknown deletion carries that last state;
-//   - resource versions of a key never go backwards (across deletions and re-creations
-//     too, since etcd revisions only grow).
-//
-// At the end its map must equal the server's list.
-type checker[T event.Object] struct {
-	name string
-
-	mu       sync.Mutex
-	known    map[string]T
-	maxRV    map[string]uint64
-	history  map[string][]step[T]
-	seq      int
-	problems []string
-}
-
-func newChecker[T event.Object](name string) *checker[T] {
-	return &checker[T]{name: name, known: map[string]T{}, maxRV: map[string]uint64{}, history: map[string][]step[T]{}}
-}
-
-func (c *checker[T]) fail(format string, args ...any) {
-	c.problems = append(c.problems, fmt.Sprintf(format, args...))
-}
-
-// Handle implements controller.Handler.
-func (c *checker[T]) Handle(_ context.Context, e event.Event[T]) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seq++
-	var zero T
-	if e.Object == zero {
-		c.fail("event #%d %v has no object", c.seq, e)
-		return
-	}
-	key, err := event.ObjectKey(e.Object)
-	if err != nil {
-		c.fail("event #%d %v: %v", c.seq, e, err)
-		return
-	}
-	last, known := c.known[key]
-	switch e.Type {
-	case event.Added:
-		if known {
-			c.fail("%s: %v for a known key (last seen at %s)", key, e, last.GetResourceVersion())
-		}
-		if e.HasPrior() {
-			c.fail("%s: %v carries a prior (%s)", key, e, e.Prior.GetResourceVersion())
-		}
-	case event.Modified, event.Deleted:
-		switch {
-		case !known:
-			c.fail("%s: %v for an unknown key", key, e)
-		case !e.HasPrior():
-			c.fail("%s: %v has no prior, last seen %s", key, e, last.GetResourceVersion())
-		case e.Prior.GetResourceVersion() != last.GetResourceVersion() || e.Prior.GetUID() != last.GetUID():
-			c.fail("%s: %v has prior %s (uid %s), last seen %s (uid %s)", key, e,
-				e.Prior.GetResourceVersion(), e.Prior.GetUID(), last.GetResourceVersion(), last.GetUID())
-		}
-		if e.Type == event.Deleted && e.FinalStateUnknown && known && e.Object.GetResourceVersion() != last.GetResourceVersion() {
-			c.fail("%s: %v does not carry the last state seen (%s)", key, e, last.GetResourceVersion())
-		}
-	default:
-		c.fail("%s: event of invalid type %v", key, e.Type)
-	}
-	if rv, err := strconv.ParseUint(e.Object.GetResourceVersion(), 10, 64); err != nil {
-		c.fail("%s: %v: resource version: %v", key, e, err)
-	} else {
-		if rv < c.maxRV[key] {
-			c.fail("%s: %v: resource version went back from %d", key, e, c.maxRV[key])
-		}
-		c.maxRV[key] = max(rv, c.maxRV[key])
-	}
-	// Follow the events even after a problem, so that one problem is reported once.
-	if e.Type == event.Deleted {
-		delete(c.known, key)
-	} else {
-		c.known[key] = e.Object
-	}
-	c.history[key] = append(c.history[key], step[T]{seq: c.seq, e: e})
-}
-
-// verify fails the test with every problem seen.
-func (c *checker[T]) verify(t *testing.T) {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, p := range c.problems {
-		if i == 20 {
-			t.Errorf("handler %s: ... and %d more problems", c.name, len(c.problems)-i)
-			break
-		}
-		t.Errorf("handler %s: inconsistent event: %s", c.name, p)
-	}
-}
-
-// rvs returns the handler's view as key -> resource version.
-func (c *checker[T]) rvs() map[string]string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]string, len(c.known))
-	for k, o := range c.known {
-		out[k] = o.GetResourceVersion()
-	}
-	return out
-}
-
-// count returns the number of events received so far.
-func (c *checker[T]) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.seq
-}
-
-// events returns key's events, oldest first, with their numbers.
-func (c *checker[T]) events(key string) []step[T] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]step[T](nil), c.history[key]...)
-}
-
-// eventsSince returns key's events numbered after seq.
-func (c *checker[T]) eventsSince(key string, seq int) []event.Event[T] {
-	var out []event.Event[T]
-	for _, s := range c.events(key) {
-		if s.seq > seq {
-			out = append(out, s.e)
-		}
-	}
-	return out
-}
-
-// incarnationMerges returns the modifications whose prior has another UID than their
-// object: a deletion and a re-creation delivered as one modification.
-func (c *checker[T]) incarnationMerges() []event.Event[T] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []event.Event[T]
-	for _, steps := range c.history {
-		for _, s := range steps {
-			if s.e.Type == event.Modified && s.e.Prior.GetUID() != s.e.Object.GetUID() {
-				out = append(out, s.e)
-			}
-		}
-	}
-	return out
-}
+// Handler helpers
 
 // delayed wraps a handler to make it slow, so that its backlog fills up and gets
 // compressed while the others keep up.
@@ -581,8 +422,8 @@ func storeView[T event.Object](s *eventcache.Store[T]) view {
 	}}
 }
 
-func handlerView[T event.Object](c *checker[T]) view {
-	return view{name: "handler " + c.name, rvs: c.rvs}
+func handlerView[T event.Object](c *eventcheck.Checker[T]) view {
+	return view{name: "handler " + c.Name(), rvs: c.Versions}
 }
 
 func serverRVs[T event.Object](objs []T) (map[string]string, error) {
@@ -658,21 +499,21 @@ func assertMatchesServer[T event.Object](t *testing.T, list func(context.Context
 // re-created), that it is absent from the store and that the handler's last event for it
 // is a deletion. A key the handler never heard of is allowed only if allowUnseen: an
 // addition and a deletion that were both pending cancel out by design.
-func assertDeletionsDelivered[T event.Object](t *testing.T, store *eventcache.Store[T], c *checker[T], gone []string, allowUnseen bool) {
+func assertDeletionsDelivered[T event.Object](t *testing.T, store *eventcache.Store[T], c *eventcheck.Checker[T], gone []string, allowUnseen bool) {
 	t.Helper()
 	for _, key := range gone {
 		if _, ok := store.Get(key); ok {
 			t.Errorf("%s was deleted on the server but is still in the store", key)
 		}
-		evs := c.events(key)
+		evs := c.Events(key)
 		if len(evs) == 0 {
 			if !allowUnseen {
-				t.Errorf("handler %s never saw %s, which was deleted", c.name, key)
+				t.Errorf("handler %s never saw %s, which was deleted", c.Name(), key)
 			}
 			continue
 		}
-		if last := evs[len(evs)-1].e; last.Type != event.Deleted {
-			t.Errorf("handler %s: the last event of %s, deleted on the server, is %v, want a deletion", c.name, key, last)
+		if last := evs[len(evs)-1].Event; last.Type != event.Deleted {
+			t.Errorf("handler %s: the last event of %s, deleted on the server, is %v, want a deletion", c.Name(), key, last)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 )
 
 // forbiddenBackoff doubles from 200 ms without jitter, so that the attempts a fake clock
@@ -65,7 +66,7 @@ func TestRBAC(t *testing.T) {
 	t.Run("namespace-scoped controller works", func(t *testing.T) {
 		errs := &errorLog{}
 		c := controller.New[cm, cmList](alice.kube.CoreV1().ConfigMaps(ns), controller.WithErrorHandler(errs.handle))
-		h := newChecker[cm]("checker")
+		h := eventcheck.New[cm]("checker")
 		reg := registered(t)(c.AddHandler("checker", h))
 		stop := start(t, c)
 		waitSynced(t, "the handler", reg.Synced())
@@ -79,7 +80,7 @@ func TestRBAC(t *testing.T) {
 		converge(t, list, storeView(c.Store()), handlerView(h))
 		stop()
 		assertMatchesServer(t, list, storeView(c.Store()), handlerView(h))
-		h.verify(t)
+		h.Verify(t)
 		assertDeletionsDelivered(t, c.Store(), h, []string{ns + "/cm-1"}, false)
 		if all := errs.all(); len(all) != 0 {
 			t.Errorf("the controller reported errors: %v", all)
@@ -109,7 +110,7 @@ func TestRBAC(t *testing.T) {
 		errs := &errorLog{}
 		c := controller.New[cm, cmList](alice.kube.CoreV1().ConfigMaps(""),
 			controller.WithErrorHandler(errs.handle), controller.WithBackoff(forbiddenBackoff), controller.WithClock(clk))
-		h := newChecker[cm]("checker")
+		h := eventcheck.New[cm]("checker")
 		reg := registered(t)(c.AddHandler("checker", h))
 		stop := start(t, c)
 
@@ -137,8 +138,8 @@ func TestRBAC(t *testing.T) {
 		}
 		stop()
 		assertForbidden(t, errs.all())
-		if n := c.Store().Len(); n != 0 || h.count() != 0 {
-			t.Errorf("a forbidden controller has %d known objects and delivered %d events", n, h.count())
+		if n := c.Store().Len(); n != 0 || h.Count() != 0 {
+			t.Errorf("a forbidden controller has %d known objects and delivered %d events", n, h.Count())
 		}
 	})
 

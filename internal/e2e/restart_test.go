@@ -15,6 +15,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/controlplane"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 )
 
 // cutOffBackoff is the backoff of controllers whose clock is fake: the durations do not
@@ -64,7 +65,7 @@ type offlineChanges struct {
 type cutOff struct {
 	c       *controller.Controller[cm, cmList]
 	reqs    *requests[cm, cmList]
-	h       *checker[cm]
+	h       *eventcheck.Checker[cm]
 	errs    *errorLog
 	m       *counters
 	holdSeq int // the number of events the handler had seen when the changes began
@@ -91,7 +92,7 @@ func runCutOff(t *testing.T, change func(cp *controlplane.ControlPlane, kube kub
 	}
 
 	clk := testingclock.NewFakeClock(time.Now())
-	r := cutOff{errs: &errorLog{}, m: &counters{}, h: newChecker[cm]("checker")}
+	r := cutOff{errs: &errorLog{}, m: &counters{}, h: eventcheck.New[cm]("checker")}
 	r.reqs = &requests[cm, cmList]{lw: newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps("")}
 	r.c = controller.New[cm, cmList](r.reqs, append([]controller.Option{
 		controller.WithClock(clk), controller.WithBackoff(cutOffBackoff),
@@ -109,11 +110,11 @@ func runCutOff(t *testing.T, change func(cp *controlplane.ControlPlane, kube kub
 	if err := cp.StartAPIServer(timeout(t)); err != nil {
 		t.Fatal(err)
 	}
-	r.holdSeq = r.h.count()
+	r.holdSeq = r.h.Count()
 	lists, _, watchLists := r.reqs.snapshot()
 	r.listsAtHold, r.watchListsAtHold = len(lists), len(watchLists)
 	r.changes = change(cp, admin.kube)
-	if got := r.h.count(); got != r.holdSeq {
+	if got := r.h.Count(); got != r.holdSeq {
 		t.Fatalf("the controller delivered %d events while its clock was stopped", got-r.holdSeq)
 	}
 	stopPump := pumpClock(t, clk)
@@ -123,7 +124,7 @@ func runCutOff(t *testing.T, change func(cp *controlplane.ControlPlane, kube kub
 	stopPump()
 	stop()
 	assertMatchesServer(t, list, storeView(r.c.Store()), handlerView(r.h))
-	r.h.verify(t)
+	r.h.Verify(t)
 	r.errs.noHandlerPanics(t)
 	lists, watches, watchLists := r.reqs.snapshot()
 	t.Logf("the controller replaced its cache %d times with %d list, %d watch and %d watch-list requests; errors: %v",
@@ -156,23 +157,23 @@ func deleteUpdateCreate(t *testing.T, kube kubernetes.Interface) offlineChanges 
 // assertOfflineChangesDelivered checks that every key deleted while the controller was
 // cut off got a deletion (final state unknown allowed), every key created an addition,
 // and every key updated a modification to its new state.
-func assertOfflineChangesDelivered(t *testing.T, c *controller.Controller[cm, cmList], h *checker[cm], holdSeq int, changes offlineChanges) {
+func assertOfflineChangesDelivered(t *testing.T, c *controller.Controller[cm, cmList], h *eventcheck.Checker[cm], holdSeq int, changes offlineChanges) {
 	t.Helper()
 	assertDeletionsDelivered(t, c.Store(), h, changes.deleted, false)
 	for _, key := range changes.deleted {
-		evs := h.eventsSince(key, holdSeq)
+		evs := h.EventsSince(key, holdSeq)
 		if len(evs) != 1 || evs[0].Type != event.Deleted {
 			t.Errorf("%s deleted while the controller was cut off: got %s, want one deletion", key, describe(evs))
 		}
 	}
 	for _, key := range changes.created {
-		evs := h.eventsSince(key, holdSeq)
+		evs := h.EventsSince(key, holdSeq)
 		if len(evs) == 0 || evs[0].Type != event.Added {
 			t.Errorf("%s created while the controller was cut off: got %s, want an addition first", key, describe(evs))
 		}
 	}
 	for _, key := range changes.updated {
-		evs := h.eventsSince(key, holdSeq)
+		evs := h.EventsSince(key, holdSeq)
 		if len(evs) == 0 || evs[len(evs)-1].Type != event.Modified || evs[len(evs)-1].Object.Data["v"] != "1" {
 			t.Errorf("%s updated while the controller was cut off: got %s, want a modification to v=1", key, describe(evs))
 		}
@@ -254,7 +255,7 @@ func TestRelistAfterCompactionLosesNothing(t *testing.T) {
 				t.Errorf("the controller replaced its cache %d times, want 2: the initial list and one relist", got)
 			}
 			for _, key := range r.changes.deleted {
-				if evs := r.h.eventsSince(key, r.holdSeq); len(evs) == 1 && !evs[0].FinalStateUnknown {
+				if evs := r.h.EventsSince(key, r.holdSeq); len(evs) == 1 && !evs[0].FinalStateUnknown {
 					t.Errorf("%s: %v: only a relist can have told of this deletion, so its final state cannot be known", key, evs[0])
 				}
 			}

@@ -1,19 +1,23 @@
-package e2e
+package eventcheck_test
 
 import (
 	"context"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 )
 
-// TestCheckerFlagsInconsistentEvents makes sure the checking handler that every
-// end-to-end test relies on is not vacuous: it accepts a consistent sequence and flags
-// each kind of inconsistency. It needs no control plane.
+type cm = *corev1.ConfigMap
+
+// TestCheckerFlagsInconsistentEvents makes sure the checking handler that the fuzz,
+// fault and end-to-end tests rely on is not vacuous: it accepts a consistent sequence and
+// flags each kind of inconsistency, received as a handler or as a sink.
 func TestCheckerFlagsInconsistentEvents(t *testing.T) {
 	obj := func(name, rv, uid string) cm {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv, UID: types.UID(uid)}}
@@ -53,13 +57,48 @@ func TestCheckerFlagsInconsistentEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newChecker[cm]("test")
+			handler, sink := eventcheck.New[cm]("handler"), eventcheck.New[cm]("sink")
 			for _, e := range tt.events {
-				c.Handle(context.Background(), e)
+				handler.Handle(context.Background(), e)
+				sink.Deliver("ns/a", e)
 			}
-			if ok := len(c.problems) == 0; ok != tt.wantOK {
-				t.Errorf("consistent = %v, want %v; problems: %q", ok, tt.wantOK, c.problems)
+			if ok := len(handler.Problems()) == 0; ok != tt.wantOK {
+				t.Errorf("as a handler: consistent = %v, want %v; problems: %q", ok, tt.wantOK, handler.Problems())
+			}
+			if ok := len(sink.Problems()) == 0; ok != tt.wantOK {
+				t.Errorf("as a sink: consistent = %v, want %v; problems: %q", ok, tt.wantOK, sink.Problems())
 			}
 		})
+	}
+}
+
+func TestCheckerKeepsTheStateAndHistory(t *testing.T) {
+	obj := func(name, rv string) cm {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+	}
+	a1, a2, b3 := obj("a", "1"), obj("a", "2"), obj("b", "3")
+	c := eventcheck.New[cm]("h")
+	for _, e := range []event.Event[cm]{
+		{Type: event.Added, Object: a1},
+		{Type: event.Added, Object: b3},
+		{Type: event.Modified, Object: a2, Prior: a1},
+		{Type: event.Deleted, Object: b3, Prior: b3},
+	} {
+		c.Handle(context.Background(), e)
+	}
+	c.Verify(t)
+	if diff := cmp.Diff(map[string]string{"ns/a": "2"}, c.Versions()); diff != "" {
+		t.Errorf("Versions() (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]cm{"ns/a": a2}, c.Known()); diff != "" {
+		t.Errorf("Known() (-want +got):\n%s", diff)
+	}
+	wantB := []eventcheck.Step[cm]{{Seq: 2, Event: event.Event[cm]{Type: event.Added, Object: b3}},
+		{Seq: 4, Event: event.Event[cm]{Type: event.Deleted, Object: b3, Prior: b3}}}
+	if diff := cmp.Diff(wantB, c.Events("ns/b")); diff != "" {
+		t.Errorf("Events(ns/b) (-want +got):\n%s", diff)
+	}
+	if got := c.EventsSince("ns/a", 1); len(got) != 1 || got[0].Object != a2 || c.Count() != 4 {
+		t.Errorf("EventsSince(ns/a, 1) = %v, Count() = %d; want the modification to 2 and 4 events", got, c.Count())
 	}
 }
