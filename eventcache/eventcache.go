@@ -144,7 +144,7 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
 	}
 	c.fifo.Grow(len(objects))
 	if listed == nil {
-		c.known.reserve(len(objects))
+		c.known.reserve(objects)
 	}
 	for i, obj := range objects {
 		if keys[i] == "" {

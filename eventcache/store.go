@@ -38,6 +38,9 @@ type Store[T event.Object] struct {
 	indexers Indexers[T]
 	// indices maps index name -> indexed value -> set of keys.
 	indices map[string]map[string]map[string]struct{}
+	// nsSizes, set by reserve, sizes each namespace's key set of the namespace index when
+	// it is created, so that the first list does not rehash the sets as they fill.
+	nsSizes map[string]int
 }
 
 // Writer is the single writing handle of a Store. The ResourceTrackingConsumer holds it;
@@ -92,6 +95,12 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 		idx := s.indices[NamespaceIndex]
 		if existed {
 			removeKey(idx, prior.GetNamespace(), key)
+		}
+		if idx[ns] == nil && s.nsSizes != nil {
+			idx[ns] = make(map[string]struct{}, s.nsSizes[ns])
+			if delete(s.nsSizes, ns); len(s.nsSizes) == 0 {
+				s.nsSizes = nil
+			}
 		}
 		addKey(idx, ns, key)
 	}
@@ -255,13 +264,18 @@ func (s *Store[T]) InNamespace(namespace string) []T {
 	return out
 }
 
-// reserve makes room for n objects in an empty store, so that the first list does not
-// rehash the map as it fills. It changes capacity only, never content.
-func (s *Store[T]) reserve(n int) {
+// reserve makes room for objects in an empty store, so that the first list does not
+// rehash the maps as it fills. It changes capacity only, never content.
+func (s *Store[T]) reserve(objects []T) {
+	sizes := make(map[string]int)
+	for _, obj := range objects {
+		sizes[obj.GetNamespace()]++
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.items) == 0 && n > 0 {
-		s.items = make(map[string]T, n)
+	if len(s.items) == 0 && len(objects) > 0 {
+		s.items = make(map[string]T, len(objects))
+		s.nsSizes = sizes
 	}
 }
 
