@@ -1,0 +1,177 @@
+package typed_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/typed"
+)
+
+// A level-driven reconciler: it is told which key to make right, gets the freshest cached
+// object, and for a deletion the last state the cache knew.
+func ExampleLoop() {
+	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"},
+			Data: map[string]string{"mode": "fast"}},
+	)
+	configMaps := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src)
+	reconciled := make(chan string)
+	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
+		func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+			if req.Deleted {
+				reconciled <- fmt.Sprintf("%s deleted, last known data %v", req.Key, req.LastKnown.Data)
+			} else {
+				reconciled <- fmt.Sprintf("%s has data %v", req.Key, req.Object.Data)
+			}
+			return typed.Result{}, nil
+		}), typed.Options{Workers: 2})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- typed.RunAll(ctx, configMaps.Run, loop.Run) }()
+
+	fmt.Println(<-reconciled) // every known key is reconciled once the loop starts
+	_, _ = src.Delete("default", "settings")
+	fmt.Println(<-reconciled)
+	cancel()
+	fmt.Println("stopped:", <-done)
+	// Output:
+	// default/settings has data map[mode:fast]
+	// default/settings deleted, last known data map[mode:fast]
+	// stopped: <nil>
+}
+
+// OwnerKeys maps an object to its owners' keys, the usual mapping for Related: here a
+// Pod to the ReplicaSet that owns it.
+func ExampleOwnerKeys() {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-7d9f-abcde",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9f"}}}}
+	replicaSetsOf := typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"})
+	fmt.Println(replicaSetsOf(pod))
+	// Output: [shop/web-7d9f]
+}
+
+// Related reconciles a ReplicaSet whenever one of its Pods changes.
+func ExampleRelated() {
+	replicaSets := controller.New[*appsv1.ReplicaSet, *appsv1.ReplicaSetList](fake.New[*appsv1.ReplicaSet, *appsv1.ReplicaSetList](
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}))
+	podSource := fake.New[*corev1.Pod, *corev1.PodList]()
+	pods := controller.New[*corev1.Pod, *corev1.PodList](podSource)
+
+	reconciled := make(chan string)
+	loop := typed.NewLoop(replicaSets, typed.ReconcilerFunc[*appsv1.ReplicaSet](
+		func(_ context.Context, req typed.Request[*appsv1.ReplicaSet]) (typed.Result, error) {
+			owned := 0
+			for _, p := range pods.Store().InNamespace(req.Namespace) {
+				if len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Name == req.Name {
+					owned++
+				}
+			}
+			reconciled <- fmt.Sprintf("%s owns %d pods", req.Key, owned)
+			return typed.Result{}, nil
+		}), typed.Options{})
+	typed.Related(loop, pods, typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- typed.RunAll(ctx, replicaSets.Run, pods.Run, loop.Run) }()
+	fmt.Println(<-reconciled)
+	_, _ = podSource.Create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web"}}}})
+	fmt.Println(<-reconciled)
+	cancel()
+	<-done
+	// Output:
+	// shop/web owns 0 pods
+	// shop/web owns 1 pods
+}
+
+// Gizmo is a CRD's Go type written by hand: no generated clientset, lister or deep-copy
+// beyond one method.
+type Gizmo struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Replicas int `json:"replicas"`
+	} `json:"spec"`
+}
+
+func (g *Gizmo) DeepCopyObject() runtime.Object {
+	out := *g
+	g.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// FromDynamic watches a custom resource through the dynamic client and hands the
+// controller the user's own Go struct.
+func ExampleFromDynamic() {
+	gizmos := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{gizmos: "GizmoList"},
+		&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.com/v1", "kind": "Gizmo",
+			"metadata": map[string]any{"namespace": "lab", "name": "g1"},
+			"spec":     map[string]any{"replicas": int64(3)},
+		}})
+	c := controller.New[*Gizmo, *typed.List[*Gizmo]](typed.FromDynamic[*Gizmo](client.Resource(gizmos).Namespace("lab")))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	_ = c.WaitForSync(ctx)
+	g, _ := c.Store().GetByName("lab", "g1")
+	fmt.Println(g.Name, "replicas:", g.Spec.Replicas)
+	cancel()
+	<-done
+	// Output: g1 replicas: 3
+}
+
+// StripManagedFields drops managedFields before objects are cached, often most of their
+// size.
+func ExampleStripManagedFields() {
+	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "default", Name: "big", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}})
+	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src,
+		controller.WithTransform(typed.StripManagedFields[*corev1.ConfigMap]))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	_ = c.WaitForSync(ctx)
+	cm, _ := c.Store().GetByName("default", "big")
+	fmt.Println("managed fields cached:", len(cm.ManagedFields))
+	cancel()
+	<-done
+	// Output: managed fields cached: 0
+}
+
+// LeaderElection runs work only while this replica holds the Lease; in production the
+// work is a Loop's Run.
+func ExampleLeaderElection() {
+	client := kubefake.NewClientset()
+	le := typed.LeaderElection{Client: client.CoordinationV1(), Namespace: "default", Name: "mirror",
+		Identity: "replica-a", LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	err := le.Run(ctx, func(ctx context.Context) {
+		fmt.Println("leading")
+		cancel() // done: give the Lease up
+		<-ctx.Done()
+	})
+	lease, _ := client.CoordinationV1().Leases("default").Get(context.Background(), "mirror", metav1.GetOptions{})
+	fmt.Printf("Run returned %v; lease holder after release: %q\n", err, *lease.Spec.HolderIdentity)
+	// Output:
+	// leading
+	// Run returned <nil>; lease holder after release: ""
+}
