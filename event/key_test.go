@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/fuzzseed"
 )
 
 func TestObjectKey(t *testing.T) {
@@ -35,10 +36,7 @@ func TestObjectKey(t *testing.T) {
 // FuzzObjectKey checks that any namespace and name give a key or a clear error, never a
 // panic, and that SplitKey inverts ObjectKey for names without a slash.
 func FuzzObjectKey(f *testing.F) {
-	f.Add("ns", "name")
-	f.Add("", "cluster-scoped")
-	f.Add("ns", "")
-	f.Add("a/b", "c")
+	fuzzseed.Add(f, "FuzzObjectKey")
 	f.Fuzz(func(t *testing.T, ns, name string) {
 		key, err := event.ObjectKey(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 		if name == "" {

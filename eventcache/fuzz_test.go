@@ -1,9 +1,6 @@
 package eventcache
 
 import (
-	"encoding/hex"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +9,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/fuzzseed"
 	"github.com/typedinformer/typedinformer/queue"
 )
 
@@ -22,21 +20,7 @@ import (
 // from the ones before it (internal/eventcheck), and no key's queue grows past the
 // compression bound.
 func FuzzEventQueueCollection(f *testing.F) {
-	seeds, _ := filepath.Glob(filepath.Join("..", "testdata", "fuzz", "eventqueuecollection", "*.hex"))
-	for _, name := range seeds {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		seed, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil {
-			f.Fatalf("%s: %v", name, err)
-		}
-		f.Add(seed)
-	}
-	if len(seeds) == 0 {
-		f.Fatal("no seed corpus in testdata/fuzz/eventqueuecollection")
-	}
+	fuzzseed.Add(f, "FuzzEventQueueCollection")
 	keys := []string{"a", "b", "c", "d", "e"}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		w := NewWriter[obj](nil)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/fuzzseed"
 	"github.com/typedinformer/typedinformer/queue"
 )
 
@@ -13,9 +14,7 @@ import (
 // MaxCompressedLen events, and applying the queue gives the same existence and the same
 // newest state as applying every event.
 func FuzzCompression(f *testing.F) {
-	f.Add(true, []byte{1, 1, 2, 0, 1, 2})
-	f.Add(false, []byte{0, 2, 0, 1, 2, 5})
-	f.Add(true, []byte{2, 3, 0, 2, 4, 1})
+	fuzzseed.Add(f, "FuzzCompression")
 	f.Fuzz(func(t *testing.T, known bool, ops []byte) {
 		f := queue.NewFIFO(queue.Compress, func(string, ev) bool { return known })
 		exists, last := known, ""

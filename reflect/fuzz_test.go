@@ -14,6 +14,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/fuzzseed"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -45,10 +46,7 @@ func (s *scriptedLW) Watch(ctx context.Context, _ metav1.ListOptions) (watch.Int
 // equal to a model that applies the valid events in order up to the first ERROR event
 // (which ends the watch).
 func FuzzReflectorWatchEvents(f *testing.F) {
-	f.Add([]byte{0, 1, 1, 2, 2, 1})
-	f.Add([]byte{0, 0, 3, 1, 4, 0, 5, 1, 6, 2})
-	f.Add([]byte{0, 1, 7, 0, 0, 2, 2, 2, 1, 1})
-	f.Add([]byte{8, 0, 0, 1, 9, 9, 2, 1})
+	fuzzseed.Add(f, "FuzzReflectorWatchEvents")
 	f.Fuzz(func(t *testing.T, script []byte) {
 		var events []watch.Event
 		model := map[string]string{}
