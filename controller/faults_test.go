@@ -43,8 +43,10 @@ func serverState(t *testing.T, src *fake.ListerWatcher[obj, list]) map[string]st
 // things while the controller has no watch open.
 type gated struct {
 	*fake.ListerWatcher[obj, list]
-	mu   sync.Mutex
-	open chan struct{}
+	mu          sync.Mutex
+	open        chan struct{}
+	listing     chan struct{}
+	listBlocked bool
 }
 
 func (g *gated) hold() {
@@ -58,6 +60,31 @@ func (g *gated) release() {
 	close(g.open)
 	g.open = nil
 	g.mu.Unlock()
+}
+
+// blockLists makes every later List wait until its context ends, like a relist against a
+// server that stopped answering; the returned channel is closed when the first such List
+// begins.
+func (g *gated) blockLists() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.listing = make(chan struct{})
+	return g.listing
+}
+
+func (g *gated) List(ctx context.Context, opts metav1.ListOptions) (list, error) {
+	g.mu.Lock()
+	listing := g.listing
+	if listing != nil && !g.listBlocked {
+		g.listBlocked = true
+		close(listing)
+	}
+	g.mu.Unlock()
+	if listing != nil {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return g.ListerWatcher.List(ctx, opts)
 }
 
 func (g *gated) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -236,14 +263,8 @@ func TestFaultMatrix(t *testing.T) {
 			}
 			r.churn(t, 100)
 			r.converge(t)
-			if tt.reported != nil {
-				found := false
-				for _, err := range r.errors() {
-					found = found || tt.reported(err)
-				}
-				if !found {
-					t.Errorf("no reported error matched; reported: %v", r.errors())
-				}
+			if tt.reported != nil && !slicesContain(r.errors(), tt.reported) {
+				t.Errorf("no reported error matched; reported: %v", r.errors())
 			}
 		})
 	}
@@ -281,36 +302,72 @@ func TestFaultPanickingAndBlockedHandlersDoNotHurtOthers(t *testing.T) {
 	}
 }
 
-// blockingList is a ListerWatcher whose List blocks until its context ends, like a
-// relist against a server that stopped answering.
-type blockingList struct {
-	*fake.ListerWatcher[obj, list]
-	listing chan struct{}
-}
-
-func (b *blockingList) List(ctx context.Context, _ metav1.ListOptions) (list, error) {
-	close(b.listing)
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
+// TestFaultCancelledInTheMiddleOfARelist syncs, loses its watch to 410 Gone while objects
+// change, and has its context cancelled while the relist's List is still waiting on the
+// server. Run must return with no goroutine left, and the aborted relist must have
+// changed nothing: the known objects and the handler still hold the state from before
+// the watch was lost, consistently.
 func TestFaultCancelledInTheMiddleOfARelist(t *testing.T) {
-	lw := &blockingList{ListerWatcher: fake.New[obj, list](), listing: make(chan struct{})}
-	c := controller.New[obj, list](lw)
+	r := startFaultRun(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	<-lw.listing
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
+	go func() { done <- r.c.Run(ctx) }()
+	_ = r.src.WaitForWatchers(ctx, 1)
+	r.churn(t, 100)
+	r.converge(t)
+	before := serverState(t, r.src)
+
+	listing := r.lw.blockLists()
+	r.lw.hold()
+	r.src.CloseWatches()
+	r.churn(t, 100)
+	r.src.Compact()
+	r.lw.release()
+	select {
+	case <-listing:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the controller did not relist after 410 Gone")
 	}
-	if c.HasSynced() {
-		t.Error("HasSynced after a list that never finished")
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled in the middle of a relist")
+	}
+	got := map[string]string{}
+	r.c.Store().Range(func(k string, o obj) bool { got[k] = o.ResourceVersion; return true })
+	if diff := cmp.Diff(before, got); diff != "" {
+		t.Errorf("the aborted relist changed the known objects (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, r.chk.Versions()); diff != "" {
+		t.Errorf("the aborted relist changed what the handler saw (-before +after):\n%s", diff)
+	}
+	if !r.c.HasSynced() {
+		t.Error("HasSynced went back to false: a relist must not unsync a synced controller")
+	}
+	r.chk.Verify(t)
+	if !slicesContain(r.errors(), apierrors.IsResourceExpired) {
+		t.Errorf("the 410 Gone was not reported; reported: %v", r.errors())
 	}
 	goleak.VerifyNone(t)
 }
 
+func slicesContain(errs []error, match func(error) bool) bool {
+	for _, err := range errs {
+		if match(err) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFaultNoListPermissionBacksOffAndNeverSyncs: a user who may not list gets the
+// server's Forbidden through the error hook, one List per backoff step on a fake clock (no
+// hot loop), never a synced controller, and no objects or events.
 func TestFaultNoListPermissionBacksOffAndNeverSyncs(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	src := fake.New[obj, list](cm("a", "x", nil))
@@ -318,6 +375,8 @@ func TestFaultNoListPermissionBacksOffAndNeverSyncs(t *testing.T) {
 	errs := make(chan error, 100)
 	c := controller.New[obj, list](src, controller.WithClock(clk),
 		controller.WithErrorHandler(func(_ context.Context, err error) { errs <- err }))
+	chk := eventcheck.New[obj]("checker")
+	mustAdd(t, c, "checker", chk)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -327,8 +386,13 @@ func TestFaultNoListPermissionBacksOffAndNeverSyncs(t *testing.T) {
 		goleak.VerifyNone(t)
 	}()
 	for i := 1; i <= 3; i++ {
-		if err := <-errs; !apierrors.IsForbidden(err) {
-			t.Fatalf("reported %v, want a Forbidden error", err)
+		select {
+		case err := <-errs:
+			if !apierrors.IsForbidden(err) {
+				t.Fatalf("reported %v, want a Forbidden error", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("List %d: no error was reported", i)
 		}
 		// The reflector now waits on the clock: nothing happens until it moves.
 		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true,
@@ -343,4 +407,11 @@ func TestFaultNoListPermissionBacksOffAndNeverSyncs(t *testing.T) {
 		}
 		clk.Step(time.Minute)
 	}
+	if n := c.Store().Len(); n != 0 {
+		t.Errorf("the store holds %d objects without permission to list", n)
+	}
+	if n := chk.Count(); n != 0 {
+		t.Errorf("the handler got %d events without permission to list", n)
+	}
+	chk.Verify(t)
 }
