@@ -10,6 +10,12 @@
 //
 // Run starts the consumer before the reflector and stops them in the reverse order, and
 // returns only when no goroutine of the controller is left.
+//
+// Option is not generic, although three options (WithIndex, WithKeyFunc, WithTransform)
+// carry functions of the object type: a generic Option[T] would make every option that
+// does not mention T (WithResyncPeriod, WithName, ...) need an explicit type argument at
+// each call. Those three infer T from their function instead, and New checks it against
+// the controller's T, panicking with both types named, before anything runs.
 package controller
 
 import (

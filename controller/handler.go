@@ -93,11 +93,12 @@ func (r *Registration) HasSynced() bool {
 	}
 }
 
-// Synced returns a channel that is closed once HasSynced is true.
+// Synced returns a channel that is closed once HasSynced is true. A handler removed
+// before it synced never does: wait on it together with a context.
 func (r *Registration) Synced() <-chan struct{} { return r.synced }
 
 // Remove stops delivering events to the handler and discards its backlog. An event being
-// handled is allowed to finish. Remove is idempotent.
+// handled is allowed to finish. Remove is idempotent, and may be called from the handler.
 func (r *Registration) Remove() { r.removed.Do(r.remove) }
 
 // runner owns one handler's goroutine and keyed backlog.
@@ -113,7 +114,6 @@ type runner[T event.Object] struct {
 	stopped    bool
 	synced     chan struct{}
 	syncedDone bool
-	done       chan struct{}
 }
 
 func newRunner[T event.Object](name string, h Handler[T], c queue.Compression) *runner[T] {
@@ -122,7 +122,6 @@ func newRunner[T event.Object](name string, h Handler[T], c queue.Compression) *
 		h:       h,
 		backlog: queue.NewFIFO(c, queue.KnownFromFirstEvent[T]),
 		synced:  make(chan struct{}),
-		done:    make(chan struct{}),
 	}
 	r.cond.L = &r.mu
 	return r
@@ -168,7 +167,6 @@ func (r *runner[T]) stop() {
 
 // run handles the backlog until stop is called.
 func (r *runner[T]) run(ctx context.Context, c *config) {
-	defer close(r.done)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var buf []event.Event[T]

@@ -33,11 +33,16 @@ type ResourceTrackingConsumer[T event.Object] struct {
 	w       *Writer[T]
 	sink    Sink[T]
 	onError func(error)
+	// errs are the errors of the current Apply, reported by Deliver once the consumer is
+	// released: onError is user code, which must neither run under the collection's lock
+	// nor deadlock by adding a handler (which takes the consumer).
+	errs []error
 }
 
 // NewResourceTrackingConsumer returns a consumer that is the only writer of w's store and
 // delivers to sink. onError, when not nil, receives index function errors (the object is
-// stored regardless).
+// stored regardless) and stale watch events; it is called after the events of the key
+// are delivered, with no lock held, so it may add or remove handlers.
 func NewResourceTrackingConsumer[T event.Object](w *Writer[T], sink Sink[T], onError func(error)) *ResourceTrackingConsumer[T] {
 	return &ResourceTrackingConsumer[T]{w: w, sink: sink, onError: onError}
 }
@@ -55,14 +60,14 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 		case event.Added, event.Modified:
 			prior, existed, stale, err := c.w.set(key, e.Object, !e.Sync)
 			if stale {
-				if c.onError != nil && prior.GetResourceVersion() != e.Object.GetResourceVersion() {
-					c.onError(fmt.Errorf("%w: %s %s at resource version %s, the cache has %s",
+				if prior.GetResourceVersion() != e.Object.GetResourceVersion() {
+					c.report(fmt.Errorf("%w: %s %s at resource version %s, the cache has %s",
 						ErrStaleEvent, e.Type, key, e.Object.GetResourceVersion(), prior.GetResourceVersion()))
 				}
 				continue
 			}
-			if err != nil && c.onError != nil {
-				c.onError(fmt.Errorf("indexing %s: %w", key, err))
+			if err != nil {
+				c.report(fmt.Errorf("indexing %s: %w", key, err))
 			}
 			switch {
 			case existed && recreated(prior, e.Object):
@@ -97,6 +102,12 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 	return out
 }
 
+func (c *ResourceTrackingConsumer[T]) report(err error) {
+	if c.onError != nil {
+		c.errs = append(c.errs, err)
+	}
+}
+
 // recreated reports whether next is a different object (by UID) under the same key.
 func recreated[T event.Object](prior, next T) bool {
 	p, n := prior.GetUID(), next.GetUID()
@@ -107,12 +118,17 @@ func recreated[T event.Object](prior, next T) bool {
 // one the cache holds; the event is dropped so that the cache never goes back in time.
 var ErrStaleEvent = errors.New("stale watch event")
 
-// Deliver passes events, as Apply returned them, to the sink, one at a time, and
-// releases the consumer.
+// Deliver passes events, as Apply returned them, to the sink, one at a time, releases the
+// consumer, and then reports the errors Apply found.
 func (c *ResourceTrackingConsumer[T]) Deliver(key string, events []event.Event[T]) {
-	defer c.mu.Unlock()
 	for _, e := range events {
 		c.sink.Deliver(key, e)
+	}
+	errs := c.errs
+	c.errs = nil
+	c.mu.Unlock()
+	for _, err := range errs {
+		c.onError(err)
 	}
 }
 

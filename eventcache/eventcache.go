@@ -225,12 +225,22 @@ func (c *EventQueueCollection[T]) changed() {
 // done (with ctx.Err()) or the collection is closed (with ErrClosed). Only one Drain may
 // run at a time.
 func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
+	// The wake-up on cancellation runs in a goroutine of its own; Drain waits for it, so
+	// that nothing of the collection outlives the drain loop.
+	var wake sync.WaitGroup
+	wake.Add(1)
 	stop := context.AfterFunc(ctx, func() {
+		defer wake.Done()
 		c.mu.Lock()
 		c.cond.Broadcast()
 		c.mu.Unlock()
 	})
-	defer stop()
+	defer func() {
+		if stop() {
+			wake.Done()
+		}
+		wake.Wait()
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {

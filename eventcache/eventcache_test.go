@@ -30,7 +30,11 @@ type delivered struct {
 	FinalStateUnknown bool
 }
 
-type recorder struct{ got []delivered }
+type recorder struct {
+	got []delivered
+	// during, when set, runs inside each Deliver, while the event is being delivered.
+	during func(delivered)
+}
 
 func (r *recorder) Deliver(key string, e ev) {
 	d := delivered{Key: key, Type: e.Type, RV: e.Object.ResourceVersion, Sync: e.Sync, FinalStateUnknown: e.FinalStateUnknown}
@@ -38,6 +42,9 @@ func (r *recorder) Deliver(key string, e ev) {
 		d.PriorRV = e.Prior.ResourceVersion
 	}
 	r.got = append(r.got, d)
+	if r.during != nil {
+		r.during(d)
+	}
 }
 
 // pipeline is a collection and its consumer, drained synchronously by the tests.
@@ -138,6 +145,102 @@ func TestSynchronizeNeverResurrects(t *testing.T) {
 	want = []delivered{{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true}}
 	if diff := cmp.Diff(want, p.drain()); diff != "" {
 		t.Errorf("second resync delivered (-want +got):\n%s", diff)
+	}
+}
+
+func TestSynchronizeDuringDeliveryOfADeletionDoesNotResurrect(t *testing.T) {
+	p := newPipeline()
+	p.replace(t, cm("a", "1"), cm("b", "2"))
+	p.drain()
+	p.add(t, event.Deleted, cm("a", "3"))
+	p.rec.during = func(d delivered) {
+		if d.Type == event.Deleted {
+			// The deletion of a is in flight: it has been applied, its handlers are being
+			// told. A resync now must not bring a back.
+			if err := p.c.Synchronize(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	want := []delivered{
+		{Key: "ns/a", Type: event.Deleted, RV: "3", PriorRV: "1"},
+		{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true},
+	}
+	if diff := cmp.Diff(want, p.drain()); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ns/b"}, p.c.KnownObjects().Keys()); diff != "" {
+		t.Errorf("known keys (-want +got):\n%s", diff)
+	}
+}
+
+func TestReplaceSkipsAndReportsItemsWithoutAKey(t *testing.T) {
+	tests := []struct {
+		name string
+		// known is listed and drained first, so the bad list is a relist, not the first one.
+		known   []obj
+		list    []obj
+		wantErr []error
+		want    []delivered
+	}{
+		{
+			name:    "first list with a nil item and a nameless item",
+			list:    []obj{cm("a", "1"), nil, cm("", "2"), cm("b", "3")},
+			wantErr: []error{event.ErrNilObject, event.ErrNoName},
+			want: []delivered{
+				{Key: "ns/a", Type: event.Added, RV: "1", Sync: true},
+				{Key: "ns/b", Type: event.Added, RV: "3", Sync: true},
+			},
+		},
+		{
+			name:    "relist with a nil item",
+			known:   []obj{cm("a", "1"), cm("b", "2")},
+			list:    []obj{nil, cm("b", "4")},
+			wantErr: []error{event.ErrNilObject},
+			want: []delivered{
+				{Key: "ns/b", Type: event.Modified, RV: "4", PriorRV: "2", Sync: true},
+				{Key: "ns/a", Type: event.Deleted, RV: "1", PriorRV: "1", Sync: true, FinalStateUnknown: true},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPipeline()
+			if tt.known != nil {
+				p.replace(t, tt.known...)
+				p.drain()
+			}
+			err := p.c.Replace(tt.list, "")
+			for _, want := range tt.wantErr {
+				if !errors.Is(err, want) {
+					t.Errorf("Replace returned %v, want it to wrap %v", err, want)
+				}
+			}
+			if diff := cmp.Diff(tt.want, p.drain()); diff != "" {
+				t.Errorf("delivered (-want +got):\n%s", diff)
+			}
+			if !p.c.HasSynced() {
+				t.Error("HasSynced is false after the valid items were delivered")
+			}
+		})
+	}
+}
+
+func TestConsumerReportsErrorsWithNothingLocked(t *testing.T) {
+	w := NewWriter[obj](Indexers[obj]{"broken": func(obj) ([]string, error) { return nil, errors.New("no values") }})
+	var rtc *ResourceTrackingConsumer[obj]
+	var errs []error
+	rtc = NewResourceTrackingConsumer[obj](w, &recorder{}, func(err error) {
+		errs = append(errs, err)
+		// An error hook may add a handler, which takes the consumer: it must be free.
+		rtc.WithSnapshot(func(*Store[obj]) {})
+	})
+	rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{{Type: event.Added, Object: cm("a", "1")}}))
+	if len(errs) != 1 {
+		t.Fatalf("reported %v, want the index error once", errs)
+	}
+	if _, ok := w.Store().Get("ns/a"); !ok {
+		t.Error("an object whose index function failed was not stored")
 	}
 }
 

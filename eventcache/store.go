@@ -26,8 +26,9 @@ func NamespaceIndexFunc[T event.Object](obj T) ([]string, error) {
 // ErrNoIndex is returned, wrapped, when a lookup names an index the store does not have.
 var ErrNoIndex = fmt.Errorf("no such index")
 
-// Store is a read-only view of the known objects: what the consumer has applied and
-// delivered. Any number of goroutines may read it. Only the Writer it came from can
+// Store is a read-only view of the known objects: what the consumer has applied. The
+// consumer applies each key's events before it hands them to the handlers, so a handler
+// always finds at least the state its event carries. Any number of goroutines may read it. Only the Writer it came from can
 // change it, so who may write is visible in the types.
 //
 // Objects are shared, not copied: callers must treat every returned object as read-only,
@@ -267,9 +268,12 @@ func (s *Store[T]) InNamespace(namespace string) []T {
 // reserve makes room for objects in an empty store, so that the first list does not
 // rehash the maps as it fills. It changes capacity only, never content.
 func (s *Store[T]) reserve(objects []T) {
+	var zero T
 	sizes := make(map[string]int)
 	for _, obj := range objects {
-		sizes[obj.GetNamespace()]++
+		if obj != zero { // a nil item is reported by Replace, not stored
+			sizes[obj.GetNamespace()]++
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
