@@ -8,16 +8,24 @@
 //     streaming watch-list request (sendInitialEvents) on servers that offer it, with a
 //     fall back to a plain list on servers that reject it.
 //   - When a watch ends, watch again from the last resource version seen, without a
-//     relist. When the server answers 410 Gone or "resource version too old", relist.
+//     relist. When the server answers 410 Gone or "resource version too old", or says the
+//     version is newer than it has ("too large resource version", as a server that lags
+//     behind another one does), relist with a consistent read, as client-go does: watching
+//     from the same version again would fail the same way forever.
 //   - On errors, wait with client-go's wait.Backoff (exponential, with jitter, capped)
-//     before the next attempt. A cycle that received watch events resets the backoff, so a
-//     healthy watch that times out is resumed at once while a failing server is not
-//     hammered.
+//     before the next attempt. A cycle that received watch events, or whose watch ran its
+//     course, resets the backoff, so a healthy watch that times out is resumed at once
+//     while a failing server is not hammered. A watch that ends with no event is an error
+//     (ErrShortWatch) only when it lasted less than a second on the reflector's clock
+//     (client-go's "very short watch"): that is a server closing watches at once, to be
+//     retried with backoff rather than in a hot loop. A longer quiet watch is the server's
+//     ordinary timeout: it is resumed at once and logged only at verbosity 4, not reported.
 //   - A watch ERROR event becomes an error wrapping the server's *apierrors.StatusError,
 //     so errors.As and apierrors.IsGone and friends work on it.
-//   - An object of the wrong type, a nil object or an object the cache rejects (one with no
-//     name) is reported through Options.OnError and counted, and the rest of the stream is
-//     processed: it never panics and never drops an event silently.
+//   - A list item or watched object of the wrong type, a nil one, a nil result of
+//     Options.Transform or an object the cache rejects (one with no name) is reported
+//     through Options.OnError and counted, and the rest of the list or stream is processed:
+//     it never panics and never drops an object silently.
 //
 // The reflector never waits for handlers: the EventCache operations it calls do not
 // block on consumers.
@@ -28,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,16 +55,21 @@ import (
 )
 
 // ErrUnexpectedObject is returned, wrapped, for a list item or watch event whose object is
-// not of the reflector's type T, or is nil.
+// not of the reflector's type T, or is nil, and for a nil result of Options.Transform.
 var ErrUnexpectedObject = errors.New("unexpected object")
 
 // ErrWatchEvent is wrapped by the error a watch ERROR event becomes, together with the
 // server's *apierrors.StatusError.
 var ErrWatchEvent = errors.New("watch ERROR event")
 
-// errNoProgress ends a watch that closed before delivering any event, so that a server
-// that keeps closing watches at once is retried with backoff, not in a hot loop.
-var errNoProgress = errors.New("watch closed before delivering any event")
+// ErrShortWatch is reported, wrapped, when a watch closed sooner than a second after it
+// opened without any event; the reflector then backs off, so that a server that keeps
+// closing watches at once is retried with backoff, not in a hot loop.
+var ErrShortWatch = errors.New("very short watch: closed without any event")
+
+// minWatchDuration is how long a watch must last for its quiet end to count as the
+// server's ordinary timeout rather than a failure; client-go uses the same second.
+const minWatchDuration = time.Second
 
 // DefaultBackoff is the backoff used when Options.Backoff is zero: 800ms doubling with
 // full jitter up to 30s, as client-go's reflector does.
@@ -90,7 +104,8 @@ type Options[T event.Object] struct {
 	// Clock drives backoff and resync timers; the real clock when nil. Tests use a fake.
 	Clock clock.WithTicker
 	// Transform, when set, is applied to every object before it enters the cache, for
-	// example to drop managedFields. An object it fails on is reported and skipped.
+	// example to drop managedFields. An object it fails on, or returns nil for, is
+	// reported and skipped.
 	Transform func(T) (T, error)
 	// TweakListOptions, when set, adjusts the options of every list and watch, for
 	// example to add a label selector.
@@ -173,7 +188,7 @@ func (r *Reflector[T, L]) report(ctx context.Context, err error) {
 // watch it opened.
 func (r *Reflector[T, L]) Run(ctx context.Context) {
 	backoff := r.opts.Backoff
-	expiredBefore := false
+	unavailableBefore := false
 	for ctx.Err() == nil {
 		progressed, err := r.listAndWatch(ctx)
 		if ctx.Err() != nil {
@@ -185,14 +200,14 @@ func (r *Reflector[T, L]) Run(ctx context.Context) {
 		if progressed {
 			backoff = r.opts.Backoff
 		}
-		// 410 Gone is the protocol asking for a relist, not a failure: relist at once,
-		// unless the previous attempt ended the same way.
-		expired := isExpired(err)
-		if expired && !expiredBefore {
-			expiredBefore = true
+		// 410 Gone and "too large resource version" are the protocol asking for a relist,
+		// not a failure: relist at once, unless the previous attempt ended the same way.
+		unavailable := isRVUnavailable(err)
+		if unavailable && !unavailableBefore {
+			unavailableBefore = true
 			continue
 		}
-		expiredBefore = expired
+		unavailableBefore = unavailable
 		t := r.clock.NewTimer(backoff.Step())
 		select {
 		case <-ctx.Done():
@@ -203,8 +218,21 @@ func (r *Reflector[T, L]) Run(ctx context.Context) {
 	}
 }
 
-func isExpired(err error) bool {
-	return err != nil && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err))
+// isRVUnavailable reports whether err says that the server cannot serve the requested
+// resource version, because it was compacted away or because the server has not reached
+// it; either way only a relist with a consistent read gets the reflector going again.
+func isRVUnavailable(err error) bool {
+	return err != nil && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || isTooLargeRV(err))
+}
+
+// isTooLargeRV is client-go's isTooLargeResourceVersionError: servers since 1.18.6 say it
+// with a status cause, older ones only in the message of a Timeout status.
+func isTooLargeRV(err error) bool {
+	if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		return true
+	}
+	var status apierrors.APIStatus
+	return apierrors.IsTimeout(err) && errors.As(err, &status) && strings.Contains(status.Status().Message, "Too large resource version")
 }
 
 // ListAndWatch runs one cycle: a list if one is needed, then watches until a watch fails
@@ -223,8 +251,10 @@ func (r *Reflector[T, L]) needsList() bool {
 	return r.relist || r.lastRV == ""
 }
 
-// listAndWatch reports whether the cycle made progress: whether a watch delivered events.
+// listAndWatch reports whether the cycle made progress: whether a watch delivered events
+// or ran its course.
 func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, err error) {
+	start := r.clock.Now() // of the watch; for a watch-list, of the list it continues
 	var w watch.Interface
 	if r.needsList() {
 		w, err = r.list(ctx)
@@ -240,6 +270,7 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 	}
 	for {
 		if w == nil {
+			start = r.clock.Now()
 			w, err = r.lw.Watch(ctx, r.listOptions(metav1.ListOptions{
 				ResourceVersion:     r.LastSyncResourceVersion(),
 				AllowWatchBookmarks: true,
@@ -253,18 +284,23 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 		w.Stop()
 		w = nil
 		progressed = progressed || n > 0
-		switch {
+		switch lasted := r.clock.Since(start); {
 		case err != nil:
 			return progressed, r.classify(err)
-		case n == 0:
-			return progressed, errNoProgress
+		case n > 0:
+		case lasted < minWatchDuration:
+			return progressed, fmt.Errorf("%w after %v", ErrShortWatch, lasted)
+		default:
+			klog.FromContext(ctx).V(4).Info("watch ended without events, resuming", "reflector", r.opts.Name, "duration", lasted)
+			progressed = true
 		}
 	}
 }
 
-// classify marks the reflector for a relist when err says the resource version is gone.
+// classify marks the reflector for a relist when err says the resource version is
+// unavailable.
 func (r *Reflector[T, L]) classify(err error) error {
-	if isExpired(err) {
+	if isRVUnavailable(err) {
 		r.mu.Lock()
 		r.relist = true
 		r.mu.Unlock()
@@ -280,8 +316,8 @@ func (r *Reflector[T, L]) listOptions(opts metav1.ListOptions) metav1.ListOption
 }
 
 // listRV is the resource version to list from: for a plain list "0" (any, cheap, from the watch
-// cache) for the first list, "" (a consistent read) after 410 Gone, since the cached
-// state may be older than what the reflector has already seen.
+// cache) for the first list, "" (a consistent read) after 410 Gone or "too large resource
+// version", since the cached state may be older than what the reflector has already seen.
 func (r *Reflector[T, L]) listRV(watchList bool) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -496,16 +532,21 @@ func (r *Reflector[T, L]) transform(ctx context.Context, obj T) (T, bool) {
 		return obj, true
 	}
 	out, err := r.opts.Transform(obj)
+	var zero T
+	if err == nil && out == zero {
+		// The cache and handlers dereference what they get, so a nil must stop here.
+		err = fmt.Errorf("%w: Transform returned nil", ErrUnexpectedObject)
+	}
 	if err != nil {
 		r.report(ctx, fmt.Errorf("%s: transform %s/%s: %w", r.opts.Name, obj.GetNamespace(), obj.GetName(), err))
-		return out, false
+		return zero, false
 	}
 	return out, true
 }
 
 func errUnexpected[T event.Object](o runtime.Object) error {
 	var want T
-	if o == nil {
+	if t, ok := o.(T); o == nil || ok && t == want {
 		return fmt.Errorf("%w: nil object, want %T", ErrUnexpectedObject, want)
 	}
 	return fmt.Errorf("%w: got %T, want %T", ErrUnexpectedObject, o, want)

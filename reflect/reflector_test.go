@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -91,16 +94,21 @@ func (c *recordingCache) onError(err error) {
 	}
 }
 
+// snapshot returns copies of the recorded calls and errors, taken under the lock, so that
+// a test can read them while the reflector runs.
+func (c *recordingCache) snapshot() ([]call, []error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]call(nil), c.calls...), append([]error(nil), c.errs...)
+}
+
 // waitFor blocks until cond holds for the recorded calls and errors.
 func (c *recordingCache) waitFor(t *testing.T, what string, cond func(calls []call, errs []error) bool) {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
-		c.mu.Lock()
-		ok := cond(c.calls, c.errs)
-		calls, errs := append([]call(nil), c.calls...), append([]error(nil), c.errs...)
-		c.mu.Unlock()
-		if ok {
+		calls, errs := c.snapshot()
+		if cond(calls, errs) {
 			return
 		}
 		select {
@@ -116,7 +124,7 @@ func (c *recordingCache) last(n int) func([]call, []error) bool {
 }
 
 // start runs a reflector until the test ends and checks that it leaves no goroutine.
-func start(t *testing.T, src *lw, opts reflect.Options[obj]) *recordingCache {
+func start[L reflect.List](t *testing.T, src reflect.ListerWatcher[obj, L], opts reflect.Options[obj]) *recordingCache {
 	t.Helper()
 	cache := newRecordingCache()
 	opts.OnError = cache.onError
@@ -145,6 +153,25 @@ func step(t *testing.T, clk *clocktesting.FakeClock, d time.Duration) {
 	clk.Step(d)
 }
 
+// waitForWatchers blocks until src has n open watches.
+func waitForWatchers(t *testing.T, src *lw, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := src.WaitForWatchers(ctx, n); err != nil {
+		t.Fatalf("waiting for %d open watches: %v; actions: %v", n, err, requests(src))
+	}
+}
+
+// requests returns src's List and Watch calls as "verb resourceVersion", oldest first.
+func requests(src *lw) []string {
+	var out []string
+	for _, a := range src.Actions() {
+		out = append(out, a.Verb+" "+a.Options.ResourceVersion)
+	}
+	return out
+}
+
 func TestListsThenWatchesFromTheListResourceVersion(t *testing.T) {
 	src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b"))
 	cache := start(t, src, reflect.Options[obj]{})
@@ -156,8 +183,9 @@ func TestListsThenWatchesFromTheListResourceVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache.waitFor(t, "add", cache.last(2))
+	calls, _ := cache.snapshot()
 	want := []call{{Op: "Replace", Names: []string{"a", "b"}}, {Op: "Add", Type: event.Added, Names: []string{"c"}}}
-	if diff := cmp.Diff(want, cache.calls); diff != "" {
+	if diff := cmp.Diff(want, calls); diff != "" {
 		t.Errorf("cache calls (-want +got):\n%s", diff)
 	}
 	actions := src.Actions()
@@ -216,8 +244,9 @@ func TestRelistsAfterGoneWithoutLosingAnything(t *testing.T) {
 		return len(errs) >= 3 && apierrors.IsResourceExpired(errs[2])
 	})
 	cache.waitFor(t, "relist, at once after 410", cache.last(2))
+	calls, _ := cache.snapshot()
 	want := []call{{Op: "Replace", Names: []string{"a", "b"}}, {Op: "Replace", Names: []string{"b", "c"}}}
-	if diff := cmp.Diff(want, cache.calls); diff != "" {
+	if diff := cmp.Diff(want, calls); diff != "" {
 		t.Errorf("cache calls (-want +got):\n%s", diff)
 	}
 	var lists []string
@@ -245,7 +274,8 @@ func TestBacksOffExponentiallyOnListErrors(t *testing.T) {
 		clk.Step(time.Millisecond)
 	}
 	cache.waitFor(t, "replace", cache.last(1))
-	for _, err := range cache.errs {
+	_, errs := cache.snapshot()
+	for _, err := range errs {
 		if !apierrors.IsInternalError(err) {
 			t.Errorf("reported error %v does not carry the server's error", err)
 		}
@@ -261,7 +291,8 @@ func TestWatchErrorEventCarriesServerMessage(t *testing.T) {
 		Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError, Message: "etcd is sad",
 	}})
 	cache.waitFor(t, "error", func(_ []call, errs []error) bool { return len(errs) > 0 })
-	err := cache.errs[0]
+	_, errs := cache.snapshot()
+	err := errs[0]
 	var status *apierrors.StatusError
 	if !errors.Is(err, reflect.ErrWatchEvent) || !errors.As(err, &status) || status.ErrStatus.Message != "etcd is sad" {
 		t.Errorf("error = %v, want ErrWatchEvent wrapping the server's status %q", err, "etcd is sad")
@@ -291,8 +322,8 @@ func TestBadWatchObjectsAreReportedAndSkipped(t *testing.T) {
 				t.Fatal(err)
 			}
 			cache.waitFor(t, "the next good event", cache.last(2))
-			if len(cache.errs) != 1 || !errors.Is(cache.errs[0], tt.wantErr) {
-				t.Errorf("errors = %v, want one wrapping %v", cache.errs, tt.wantErr)
+			if _, errs := cache.snapshot(); len(errs) != 1 || !errors.Is(errs[0], tt.wantErr) {
+				t.Errorf("errors = %v, want one wrapping %v", errs, tt.wantErr)
 			}
 			if src.ListCalls() != 1 {
 				t.Errorf("ListCalls() = %d: a bad object must not cost a relist", src.ListCalls())
@@ -313,8 +344,9 @@ func TestWatchListStreamsInitialStateAndFallsBackToList(t *testing.T) {
 				t.Fatal(err)
 			}
 			cache.waitFor(t, "add", cache.last(2))
+			calls, _ := cache.snapshot()
 			want := []call{{Op: "Replace", Names: []string{"a", "b"}}, {Op: "Add", Type: event.Added, Names: []string{"c"}}}
-			if diff := cmp.Diff(want, cache.calls); diff != "" {
+			if diff := cmp.Diff(want, calls); diff != "" {
 				t.Errorf("cache calls (-want +got):\n%s", diff)
 			}
 			wantLists := 0
@@ -332,7 +364,8 @@ func TestPagesLargeLists(t *testing.T) {
 	src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b"), cm("c"))
 	cache := start(t, src, reflect.Options[obj]{PageSize: 2})
 	cache.waitFor(t, "replace", cache.last(1))
-	if diff := cmp.Diff([]call{{Op: "Replace", Names: []string{"a", "b", "c"}}}, cache.calls); diff != "" {
+	calls, _ := cache.snapshot()
+	if diff := cmp.Diff([]call{{Op: "Replace", Names: []string{"a", "b", "c"}}}, calls); diff != "" {
 		t.Errorf("cache calls (-want +got):\n%s", diff)
 	}
 	if got := src.ListCalls(); got != 2 {
@@ -347,30 +380,217 @@ func TestResyncsEveryPeriod(t *testing.T) {
 	cache.waitFor(t, "replace", cache.last(1))
 	step(t, clk, time.Minute)
 	cache.waitFor(t, "synchronize", cache.last(2))
-	if cache.calls[1].Op != "Synchronize" {
-		t.Errorf("second call = %+v, want Synchronize", cache.calls[1])
+	if calls, _ := cache.snapshot(); calls[1].Op != "Synchronize" {
+		t.Errorf("second call = %+v, want Synchronize", calls[1])
 	}
 }
 
 func TestTransformRunsBeforeCaching(t *testing.T) {
 	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
 	cache := start(t, src, reflect.Options[obj]{Transform: func(o obj) (obj, error) {
-		if o.Name == "bad" {
-			return nil, errors.New("cannot transform")
-		}
 		o.Name += "-t"
 		return o, nil
 	}})
 	cache.waitFor(t, "replace", cache.last(1))
 	_ = src.WaitForWatchers(context.Background(), 1)
-	_, _ = src.Create(cm("bad"))
 	_, _ = src.Create(cm("b"))
 	cache.waitFor(t, "add", cache.last(2))
+	calls, errs := cache.snapshot()
 	want := []call{{Op: "Replace", Names: []string{"a-t"}}, {Op: "Add", Type: event.Added, Names: []string{"b-t"}}}
-	if diff := cmp.Diff(want, cache.calls); diff != "" {
+	if diff := cmp.Diff(want, calls); diff != "" {
 		t.Errorf("cache calls (-want +got):\n%s", diff)
 	}
-	if len(cache.errs) != 1 {
-		t.Errorf("errors = %v, want the transform failure", cache.errs)
+	if len(errs) != 0 {
+		t.Errorf("errors = %v, want none", errs)
+	}
+}
+
+func TestFailedOrNilTransformIsReportedAndSkipped(t *testing.T) {
+	errTransform := errors.New("cannot transform")
+	tests := []struct {
+		name string
+		// bad is what Transform returns for the objects named "bad-...".
+		bad     func(obj) (obj, error)
+		wantErr error
+	}{
+		{name: "transform error", bad: func(obj) (obj, error) { return nil, errTransform }, wantErr: errTransform},
+		{name: "nil result", bad: func(obj) (obj, error) { return nil, nil }, wantErr: reflect.ErrUnexpectedObject},
+	}
+	for _, tt := range tests {
+		for _, watchList := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/watchList=%v", tt.name, watchList), func(t *testing.T) {
+				src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("bad-listed"))
+				cache := start(t, src, reflect.Options[obj]{WatchList: watchList, Transform: func(o obj) (obj, error) {
+					if strings.HasPrefix(o.Name, "bad-") {
+						return tt.bad(o)
+					}
+					return o, nil
+				}})
+				cache.waitFor(t, "replace", cache.last(1))
+				waitForWatchers(t, src, 1)
+				_, _ = src.Create(cm("bad-watched"))
+				_, _ = src.Create(cm("b"))
+				cache.waitFor(t, "add", cache.last(2))
+				calls, errs := cache.snapshot()
+				want := []call{{Op: "Replace", Names: []string{"a"}}, {Op: "Add", Type: event.Added, Names: []string{"b"}}}
+				if diff := cmp.Diff(want, calls); diff != "" {
+					t.Errorf("cache calls (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff([]error{tt.wantErr, tt.wantErr}, errs, cmpopts.EquateErrors()); diff != "" {
+					t.Errorf("errors (-want +got): one per bad object, listed and watched\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// itemsLW lists a *metav1.List, whose items can be anything, and then serves watches that
+// stay open and quiet until they are stopped.
+type itemsLW struct{ list *metav1.List }
+
+func (l itemsLW) List(context.Context, metav1.ListOptions) (*metav1.List, error) {
+	return l.list, nil
+}
+
+func (l itemsLW) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return watch.NewProxyWatcher(make(chan watch.Event)), nil
+}
+
+func TestBadListItemsAreReportedAndSkipped(t *testing.T) {
+	tests := []struct {
+		name string
+		item runtime.RawExtension
+	}{
+		{name: "nil item", item: runtime.RawExtension{}},
+		{name: "typed nil item", item: runtime.RawExtension{Object: (*corev1.ConfigMap)(nil)}},
+		{name: "item of the wrong type", item: runtime.RawExtension{Object: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}}},
+		{name: "undecoded item", item: runtime.RawExtension{Raw: []byte(`{"kind":"ConfigMap"}`)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := itemsLW{list: &metav1.List{
+				ListMeta: metav1.ListMeta{ResourceVersion: "5"},
+				Items:    []runtime.RawExtension{{Object: cm("a")}, tt.item, {Object: cm("b")}},
+			}}
+			cache := start(t, src, reflect.Options[obj]{})
+			cache.waitFor(t, "replace", cache.last(1))
+			calls, errs := cache.snapshot()
+			if diff := cmp.Diff([]call{{Op: "Replace", Names: []string{"a", "b"}}}, calls); diff != "" {
+				t.Errorf("cache calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]error{reflect.ErrUnexpectedObject}, errs, cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRelistsWithConsistentReadWhenResourceVersionIsTooLarge(t *testing.T) {
+	tests := []struct {
+		name string
+		// bookmarkRV is sent on the first watch, which is then closed, so that the
+		// reflector watches again from it.
+		bookmarkRV string
+		// watchErr, when set, is what that next watch request fails with.
+		watchErr     error
+		wantRequests []string
+	}{
+		{
+			// The fake answers a watch from a version it has not reached with the
+			// server's ERROR event: a Timeout status with the ResourceVersionTooLarge cause.
+			name:         "ERROR event from a server behind the last version seen",
+			bookmarkRV:   "100",
+			wantRequests: []string{"list 0", "watch 1", "watch 100", "list ", "watch 1"},
+		},
+		{
+			name:         "older server that says it only in the message",
+			bookmarkRV:   "1",
+			watchErr:     apierrors.NewTimeoutError("Too large resource version: 1, current: 0", 1),
+			wantRequests: []string{"list 0", "watch 1", "watch 1", "list ", "watch 1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// No backoff can elapse on the fake clock: the relist must come at once, as
+			// after 410 Gone.
+			clk := clocktesting.NewFakeClock(time.Now())
+			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+			cache := start(t, src, reflect.Options[obj]{Clock: clk})
+			cache.waitFor(t, "replace", cache.last(1))
+			waitForWatchers(t, src, 1)
+			if tt.watchErr != nil {
+				src.FailWatch(1, tt.watchErr)
+			}
+			src.Send(watch.Event{Type: watch.Bookmark, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: tt.bookmarkRV}}})
+			src.CloseWatches()
+			cache.waitFor(t, "relist", cache.last(2))
+			waitForWatchers(t, src, 1)
+			if diff := cmp.Diff(tt.wantRequests, requests(src)); diff != "" {
+				t.Errorf("requests (-want +got): the relist must be a consistent read\n%s", diff)
+			}
+			if _, errs := cache.snapshot(); len(errs) != 1 || !apierrors.IsTimeout(errs[0]) {
+				t.Errorf("errors = %v, want the server's too large resource version timeout", errs)
+			}
+		})
+	}
+}
+
+func TestWatchEndingWithoutEvents(t *testing.T) {
+	tests := []struct {
+		name string
+		// lasted is how long the watch ran, on the reflector's clock, before it closed.
+		lasted time.Duration
+		// wantErrors is how many errors the closed watch is reported as; a reported one
+		// also backs off before the next watch.
+		wantErrors int
+	}{
+		{name: "closed at once is reported and retried after a backoff", lasted: 0, wantErrors: 1},
+		{name: "closed just short of a second is still a hot loop", lasted: time.Second - time.Millisecond, wantErrors: 1},
+		{name: "quiet until the server's timeout is resumed at once and not reported", lasted: 5 * time.Minute, wantErrors: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Now())
+			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+			cache := start(t, src, reflect.Options[obj]{Clock: clk})
+			cache.waitFor(t, "replace", cache.last(1))
+			waitForWatchers(t, src, 1)
+			clk.Step(tt.lasted)
+			src.CloseWatches()
+			if tt.wantErrors > 0 {
+				cache.waitFor(t, "the short watch's error", func(_ []call, errs []error) bool { return len(errs) > 0 })
+				step(t, clk, time.Minute)
+			}
+			waitForWatchers(t, src, 1)
+			_, errs := cache.snapshot()
+			if len(errs) != tt.wantErrors || tt.wantErrors > 0 && !errors.Is(errs[0], reflect.ErrShortWatch) {
+				t.Errorf("errors = %v, want %d wrapping ErrShortWatch", errs, tt.wantErrors)
+			}
+			if diff := cmp.Diff([]string{"list 0", "watch 1", "watch 1"}, requests(src)); diff != "" {
+				t.Errorf("requests (-want +got): the watch is resumed, not relisted\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBookmarkAdvancesTheResourceVersionOfTheNextWatch(t *testing.T) {
+	watched := cm("a")
+	watched.Labels = map[string]string{"app": "watched"}
+	src := fake.New[obj, *corev1.ConfigMapList](watched)
+	cache := start(t, src, reflect.Options[obj]{TweakListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=watched" }})
+	cache.waitFor(t, "replace", cache.last(1))
+	waitForWatchers(t, src, 1)
+	// Changes outside the selector advance the resource version to 3 without an event:
+	// only the bookmark tells the reflector.
+	for _, name := range []string{"b", "c"} {
+		if _, err := src.Create(cm(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.SendBookmark()
+	src.CloseWatches()
+	waitForWatchers(t, src, 1)
+	if diff := cmp.Diff([]string{"list 0", "watch 1", "watch 3"}, requests(src)); diff != "" {
+		t.Errorf("requests (-want +got): the next watch must start from the bookmark's version\n%s", diff)
 	}
 }
