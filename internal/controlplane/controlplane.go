@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -38,7 +37,7 @@ type Options struct {
 	BinDir string
 	// Logger receives progress messages. If it has no sink,
 	// klog.Background() is used.
-	Logger logr.Logger
+	Logger klog.Logger
 	// ExtraAPIServerArgs are appended to the kube-apiserver command line,
 	// so they can override the defaults (for flags that take one value,
 	// the last one wins).
@@ -50,7 +49,7 @@ type Options struct {
 // the etcd data directory stay the same for its whole life, across restarts
 // of either process.
 type ControlPlane struct {
-	log                logr.Logger
+	log                klog.Logger
 	binDir             string
 	dir                string
 	extraAPIServerArgs []string

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 )
 
 const (
@@ -42,7 +42,7 @@ type process struct {
 
 // startProcess starts path with args in a new process group, appending its
 // output to logPath.
-func startProcess(log logr.Logger, name, path string, args []string, logPath string) (*process, error) {
+func startProcess(log klog.Logger, name, path string, args []string, logPath string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: opening the log of %s: %w", name, err)
@@ -85,7 +85,7 @@ func (p *process) exited() bool {
 // stop sends SIGTERM to the process group, then SIGKILL if the process has not
 // exited after gracePeriod, and waits until the process has exited. Stopping a process
 // that has already exited is not an error.
-func (p *process) stop(log logr.Logger, gracePeriod time.Duration) error {
+func (p *process) stop(log klog.Logger, gracePeriod time.Duration) error {
 	pgid := p.cmd.Process.Pid // Setpgid: the group id is the leader's pid
 	if !p.exited() {
 		if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -112,7 +112,7 @@ func (p *process) stop(log logr.Logger, gracePeriod time.Duration) error {
 
 // kill is stop with a short grace period for clean-up paths, where the error
 // has nowhere to go.
-func (p *process) kill(log logr.Logger) {
+func (p *process) kill(log klog.Logger) {
 	if err := p.stop(log, time.Second); err != nil {
 		log.Error(err, "Cannot stop process", "name", p.name)
 	}
