@@ -25,9 +25,9 @@ vet:
 test: controlplane vet
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-## unit: the tests that need no control plane
+## unit: the tests that need no control plane (package typed's own end-to-end tests are TestE2E...)
 unit:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e -e /internal/controlplane -e /examples)
+	$(GO) test -race -count=1 -skip '^TestE2E' $$($(GO) list ./... | grep -v -e /e2e -e /internal/controlplane -e /examples)
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:
@@ -37,7 +37,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReflectorWatchEvents$$' -fuzztime $(FUZZTIME) ./reflect/
 
 ## demo: run the example typed controller against $$KUBECONFIG, or a local control plane
-demo: controlplane
+demo: $(if $(KUBECONFIG),,controlplane)
 	$(GO) run ./examples/demo
 
 ## bench: benchmarks side by side with client-go; writes BENCHMARKS.md
@@ -45,7 +45,7 @@ bench: controlplane
 	$(GO) run ./internal/benchreport -benchtime $(BENCHTIME)
 
 ## soak: several minutes of churn against the local control plane, heap and goroutines over time
-soak: controlplane
+soak: $(if $(KUBECONFIG),,controlplane)
 	$(GO) run ./examples/soak
 
 clean:

@@ -6,6 +6,7 @@ package typed_test
 // instead of sleeping, and checks at the end that the controllers, loops and leader
 // elections it ran left no goroutine behind. They run after the package's unit tests,
 // one at a time (see e2eControlPlane), and take about 45 seconds in all with -race.
+// Their names begin with TestE2E, by which `make unit` skips them.
 //
 // Three of them guard against bugs they found: the Lease released while lead still ran
 // (TestE2ELeaderElectionReleasesTheLeaseOnlyAfterLeadReturns), queued keys reconciled

@@ -13,12 +13,12 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 )
 
-// printer prints event lines as they arrive, but keeps each phase readable: it prints the
-// first head lines of a phase, keeps only the last tail of the rest, and when the phase
-// ends prints how many it skipped and then those last lines.
+// printer prints event lines as they arrive. When brief, it keeps each phase short: it
+// prints the first head lines of a phase, keeps only the last tail of the rest, and when
+// the phase ends prints how many it skipped and then those last lines.
 type printer struct {
-	out io.Writer
-	all bool
+	out   io.Writer
+	brief bool
 
 	mu         sync.Mutex
 	phase      string
@@ -28,9 +28,10 @@ type printer struct {
 	skipped    int      // lines dropped from ring
 }
 
-func newPrinter(out io.Writer, all bool) *printer { return &printer{out: out, all: all} }
+func newPrinter(out io.Writer, brief bool) *printer { return &printer{out: out, brief: brief} }
 
-// startPhase begins a phase that prints at most head lines and then the last tail ones.
+// startPhase begins a phase that, when brief, prints at most head lines and then the
+// last tail ones.
 func (p *printer) startPhase(name string, head, tail int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -41,7 +42,7 @@ func (p *printer) startPhase(name string, head, tail int) {
 func (p *printer) line(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.all || p.printed < p.head {
+	if !p.brief || p.printed < p.head {
 		fmt.Fprintln(p.out, s)
 		p.printed++
 		return

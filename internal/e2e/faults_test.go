@@ -93,9 +93,10 @@ func TestNothingLostWhenProcessesRestartDuringChurn(t *testing.T) {
 // controller gets to re-watch, ConfigMaps are deleted, and others deleted and created
 // again under the same name. A handler must see each deletion, and for each
 // re-created ConfigMap a deletion of the old incarnation followed by an addition of the
-// new one: an object with a new UID is not a modification of the old one. The restarted
-// apiserver's watch cache begins after its own start-up writes, so the controller's
-// watch gets 410 Gone and it relists, with a list or a watch-list.
+// new one: an object with a new UID is not a modification of the old one. The apiserver
+// is restarted after the changes (see runCutOff), so the controller's watch gets 410
+// Gone and it relists once, with a list or a watch-list, and the deletions have a final
+// state unknown.
 func TestDeletedAndRecreatedWhileCutOffGetTombstoneAndAddition(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -108,6 +109,7 @@ func TestDeletedAndRecreatedWhileCutOffGetTombstoneAndAddition(t *testing.T) {
 			checkLeaksAtEnd(t)
 			r := runCutOff(t, deleteAndRecreate(t), tt.opts...)
 			assertTombstonesAndAdditions(t, r)
+			assertRelistedOnce(t, r)
 		})
 	}
 }

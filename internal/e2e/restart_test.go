@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,9 +82,16 @@ const offlineNS = "offline"
 // runCutOff runs a controller on a fake clock over the ConfigMaps of all namespaces,
 // seeded with 40 ConfigMaps cm-00..cm-39 in offlineNS; stops the apiserver and waits
 // until the controller has seen its watch fail and waits out its backoff; starts the
-// apiserver again and, while the controller still waits, calls change; and then lets
-// the controller retry. It returns once the controller has converged on the server's
-// state, has stopped, and has passed the checks every test ends with.
+// apiserver again and, while the controller still waits, calls change; restarts the
+// apiserver; and then lets the controller retry. It returns once the controller has
+// converged on the server's state, has stopped, and has passed the checks every test
+// ends with.
+//
+// The restart after change is what makes the relist certain: the new apiserver's watch
+// cache begins at a revision after the changes, and kube-apiserver serves every watch
+// from a resource version out of that cache, which answers an older version with 410
+// Gone. Without it, whether the controller could re-watch would depend on whether the
+// apiserver's own shutdown and start-up writes happened to move etcd's revision.
 func runCutOff(t *testing.T, change func(cp *controlplane.ControlPlane, kube kubernetes.Interface) offlineChanges, opts ...controller.Option) cutOff {
 	cp := startControlPlane(t)
 	admin := newClients(t, cp.AdminConfig())
@@ -114,6 +123,9 @@ func runCutOff(t *testing.T, change func(cp *controlplane.ControlPlane, kube kub
 	lists, _, watchLists := r.reqs.snapshot()
 	r.listsAtHold, r.watchListsAtHold = len(lists), len(watchLists)
 	r.changes = change(cp, admin.kube)
+	if err := cp.RestartAPIServer(timeout(t)); err != nil {
+		t.Fatal(err)
+	}
 	if got := r.h.Count(); got != r.holdSeq {
 		t.Fatalf("the controller delivered %d events while its clock was stopped", got-r.holdSeq)
 	}
@@ -180,23 +192,49 @@ func assertOfflineChangesDelivered(t *testing.T, c *controller.Controller[cm, cm
 	}
 }
 
+// assertRelistedOnce checks that the controller's watch got 410 Gone after the cut-off
+// and that it then replaced its cache exactly once, and that every deletion it delivered
+// for a key deleted while it was cut off has a final state unknown: only the relist can
+// have told of those deletions.
+func assertRelistedOnce(t *testing.T, r cutOff) {
+	t.Helper()
+	if !r.errs.any(func(err error) bool { return apierrors.IsResourceExpired(err) || apierrors.IsGone(err) }) {
+		t.Errorf("the controller reported no 410 Gone / expired error after the cut-off; errors: %v", r.errs.all())
+	}
+	if got := r.m.lists.Load(); got != 2 {
+		t.Errorf("the controller replaced its cache %d times, want 2: the initial list and one relist", got)
+	}
+	keys := slices.Concat(r.changes.deleted, slices.Sorted(maps.Keys(r.changes.recreated)))
+	for _, key := range keys {
+		for _, e := range r.h.EventsSince(key, r.holdSeq) {
+			if e.Type == event.Deleted && !e.FinalStateUnknown {
+				t.Errorf("%s: %v: only a relist can have told of this deletion, so its final state cannot be known", key, e)
+			}
+		}
+	}
+}
+
 // TestChangesWhileAPIServerIsDownAreDelivered: the apiserver goes down, comes back, and
 // objects are deleted, updated and created before the controller gets to re-watch; the
-// controller must relist or re-watch and deliver a deletion for everything that
-// vanished and an addition for everything that appeared.
+// apiserver is then restarted, so that its watch cache no longer reaches back to the
+// controller's resource version (see runCutOff). The controller must get 410 Gone,
+// relist once, and deliver a final-state-unknown deletion for everything that vanished,
+// an addition for everything that appeared and a modification for everything changed.
 func TestChangesWhileAPIServerIsDownAreDelivered(t *testing.T) {
 	checkLeaksAtEnd(t)
 	r := runCutOff(t, func(_ *controlplane.ControlPlane, kube kubernetes.Interface) offlineChanges {
 		return deleteUpdateCreate(t, kube)
 	})
 	assertOfflineChangesDelivered(t, r.c, r.h, r.holdSeq, r.changes)
+	assertRelistedOnce(t, r)
 }
 
-// TestRelistAfterCompactionLosesNothing: as above, but etcd's history is then compacted
-// and the apiserver restarted (emptying its watch cache), so that the resource version
-// the controller would resume from is gone everywhere; its watch must fail with 410
-// Gone ("too old resource version") and it must relist, with a consistent read, and
-// converge without losing anything; both with a paged list and with a watch-list.
+// TestRelistAfterCompactionLosesNothing: as above, but etcd's history is also compacted
+// before the apiserver restarts, so that the resource version the controller would
+// resume from is gone from etcd too, not only from the watch cache; its watch must fail
+// with 410 Gone ("too old resource version") and it must relist once, with a consistent
+// read, and converge without losing anything; both with a paged list and with a
+// watch-list.
 func TestRelistAfterCompactionLosesNothing(t *testing.T) {
 	tests := []struct {
 		name string
@@ -235,30 +273,17 @@ func TestRelistAfterCompactionLosesNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkLeaksAtEnd(t)
-			var compactedTo int64
 			r := runCutOff(t, func(cp *controlplane.ControlPlane, kube kubernetes.Interface) offlineChanges {
 				ch := deleteUpdateCreate(t, kube)
-				var err error
-				if compactedTo, err = cp.CompactEtcd(timeout(t)); err != nil {
+				compactedTo, err := cp.CompactEtcd(timeout(t))
+				if err != nil {
 					t.Fatal(err)
 				}
-				if err := cp.RestartAPIServer(timeout(t)); err != nil {
-					t.Fatal(err)
-				}
+				t.Logf("compacted etcd to revision %d", compactedTo)
 				return ch
 			}, tt.opts...)
 			assertOfflineChangesDelivered(t, r.c, r.h, r.holdSeq, r.changes)
-			if !r.errs.any(func(err error) bool { return apierrors.IsResourceExpired(err) || apierrors.IsGone(err) }) {
-				t.Errorf("the controller reported no 410 Gone / expired error after etcd was compacted to %d; errors: %v", compactedTo, r.errs.all())
-			}
-			if got := r.m.lists.Load(); got != 2 {
-				t.Errorf("the controller replaced its cache %d times, want 2: the initial list and one relist", got)
-			}
-			for _, key := range r.changes.deleted {
-				if evs := r.h.EventsSince(key, r.holdSeq); len(evs) == 1 && !evs[0].FinalStateUnknown {
-					t.Errorf("%s: %v: only a relist can have told of this deletion, so its final state cannot be known", key, evs[0])
-				}
-			}
+			assertRelistedOnce(t, r)
 			lists, _, watchLists := r.reqs.snapshot()
 			tt.check(t, lists[r.listsAtHold:], watchLists[r.watchListsAtHold:])
 		})
