@@ -8,7 +8,7 @@ export TYPEDINFORMER_CONTROLPLANE_BIN := $(BIN)
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all test unit vet demo bench fuzz soak controlplane clean
+.PHONY: all test unit vet demo bench fuzz soak testdata controlplane clean
 
 all: test
 
@@ -47,6 +47,10 @@ bench: controlplane
 ## soak: several minutes of churn against the local control plane, heap and goroutines over time
 soak: $(if $(KUBECONFIG),,controlplane)
 	$(GO) run ./examples/soak
+
+## testdata: record testdata/watch/configmaps.json (the replay tests' list and watch stream) anew from a local kube-apiserver
+testdata: controlplane
+	$(GO) run ./internal/record -o testdata/watch/configmaps.json
 
 clean:
 	rm -rf .cache
