@@ -15,13 +15,10 @@ type IndexFunc[T event.Object] func(obj T) ([]string, error)
 // Indexers names the secondary indexes of a Store.
 type Indexers[T event.Object] map[string]IndexFunc[T]
 
-// NamespaceIndex is the name of the index every Store has: objects by namespace.
+// NamespaceIndex is the name of the index every Store has: objects by namespace ("" for
+// cluster-scoped objects). The Writer maintains it itself, with no IndexFunc, because it
+// is on every store and is updated on every write.
 const NamespaceIndex = "namespace"
-
-// NamespaceIndexFunc indexes an object by its namespace ("" for cluster-scoped objects).
-func NamespaceIndexFunc[T event.Object](obj T) ([]string, error) {
-	return []string{obj.GetNamespace()}, nil
-}
 
 // ErrNoIndex is returned, wrapped, when a lookup names an index the store does not have.
 var ErrNoIndex = fmt.Errorf("no such index")

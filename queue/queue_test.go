@@ -12,7 +12,6 @@ import (
 )
 
 type ev = event.Event[*corev1.ConfigMap]
-type obj = *corev1.ConfigMap
 
 func cm(name, rv string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}

@@ -23,15 +23,15 @@ const benchObjects = 10_000
 // annotation kubectl writes, and two managedFields entries whose FieldsV1 are about 400
 // bytes of JSON each, like the server writes.
 func benchConfigMap(i int) *corev1.ConfigMap {
-	applied := []byte(`{"f:data":{".":{},"f:config.yaml":{},"f:feature-flags":{},"f:log-level":{}},` +
+	applied := `{"f:data":{".":{},"f:config.yaml":{},"f:feature-flags":{},"f:log-level":{}},` +
 		`"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}},` +
 		`"f:labels":{".":{},"f:app.kubernetes.io/component":{},"f:app.kubernetes.io/instance":{},` +
 		`"f:app.kubernetes.io/managed-by":{},"f:app.kubernetes.io/name":{},"f:app.kubernetes.io/part-of":{},` +
-		`"f:app.kubernetes.io/version":{}}}}`)
-	updated := []byte(`{"f:data":{"f:checksum":{},"f:generated-at":{},"f:replicas":{}},` +
+		`"f:app.kubernetes.io/version":{}}}}`
+	updated := `{"f:data":{"f:checksum":{},"f:generated-at":{},"f:replicas":{}},` +
 		`"f:metadata":{"f:annotations":{"f:config.example.com/checksum":{},"f:config.example.com/generation":{},` +
 		`"f:config.example.com/observed-by":{}},"f:labels":{"f:config.example.com/hash":{}},` +
-		`"f:ownerReferences":{".":{},"k:{\"uid\":\"6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f\"}":{}}}}`)
+		`"f:ownerReferences":{".":{},"k:{\"uid\":\"6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f\"}":{}}}}`
 	at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second))
 	name := fmt.Sprintf("config-%05d", i)
 	return &corev1.ConfigMap{
@@ -45,9 +45,9 @@ func benchConfigMap(i int) *corev1.ConfigMap {
 			},
 			ManagedFields: []metav1.ManagedFieldsEntry{
 				{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-					Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: applied}},
+					Time: &at, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(applied)},
 				{Manager: "config-controller", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-					Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: updated}},
+					Time: &at, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(updated)},
 			},
 		},
 		Data: map[string]string{"log-level": "info", "feature-flags": "checkout=on,search=off", "config.yaml": "port: 8080\n"},

@@ -210,8 +210,6 @@ func e2eConverges[T event.Object, L reflect.List](t *testing.T, what string, c *
 	})
 }
 
-func e2eRV[T metav1.Object](obj T) string { return obj.GetResourceVersion() }
-
 // ---------------------------------------------------------------------------------
 // Leader election with two replicas.
 
