@@ -28,7 +28,10 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, e event.Event[T]) { f(ctx, e
 // HandlerFuncs adapts up to three plain functions, one per event type, to a Handler, in
 // the shape of client-go's ResourceEventHandlerFuncs. A nil function ignores its events.
 type HandlerFuncs[T event.Object] struct {
-	AddFunc    func(ctx context.Context, obj T)
+	// AddFunc receives an object the handler did not know: created, or seen in a list.
+	AddFunc func(ctx context.Context, obj T)
+	// UpdateFunc receives the state the handler last saw and the new one; on a resync
+	// both are the same object.
 	UpdateFunc func(ctx context.Context, oldObj, newObj T)
 	// DeleteFunc receives the object's last state; e.FinalStateUnknown says whether the
 	// deletion was inferred from a relist.
@@ -56,11 +59,16 @@ func (f HandlerFuncs[T]) Handle(ctx context.Context, e event.Event[T]) {
 // HandlerPanicError reports a panic recovered from a Handler. The handler goes on with its
 // next event.
 type HandlerPanicError struct {
+	// Handler is the name the handler was registered under.
 	Handler string
-	Key     string
-	Event   string
-	Value   any
-	Stack   []byte
+	// Key is the key of the event being handled.
+	Key string
+	// Event describes the event being handled (see event.Event.String).
+	Event string
+	// Value is what the handler panicked with.
+	Value any
+	// Stack is the handler's goroutine stack at the panic.
+	Stack []byte
 }
 
 // Error describes the panic, its handler, event and key.

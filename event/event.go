@@ -61,7 +61,9 @@ func (t Type) String() string {
 // state the pipeline knew. Prior is the state the consumer held for the key before this
 // event; it is the zero value (nil) when the key was not known.
 type Event[T Object] struct {
-	Type   Type
+	// Type is what happened: Added, Modified or Deleted.
+	Type Type
+	// Object is the new state, or for a deletion the last state.
 	Object T
 	// Prior is the state the consumer knew before this event, or nil. Only events that
 	// have passed through the consumer carry it; events entering the cache do not.

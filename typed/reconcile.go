@@ -19,6 +19,8 @@ import (
 // Request is what a reconciler is asked to make right: one key, with the freshest state
 // the cache holds for it.
 type Request[T event.Object] struct {
+	// Key is the object's cache key; Namespace ("" for cluster-scoped objects) and Name
+	// are its parts.
 	Key       string
 	Namespace string
 	Name      string
@@ -76,8 +78,11 @@ var ErrRetriesExhausted = errors.New("retries exhausted")
 // ReconcilePanicError reports a panic recovered from a Reconciler. The key is retried
 // like any other error.
 type ReconcilePanicError struct {
-	Key   string
+	// Key is the key being reconciled.
+	Key string
+	// Value is what the reconciler panicked with.
 	Value any
+	// Stack is the reconciler's goroutine stack at the panic.
 	Stack []byte
 }
 

@@ -31,7 +31,8 @@ var _ controller.ListerWatcher[*unstructured.Unstructured, *unstructured.Unstruc
 type List[T event.Object] struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []T `json:"items"`
+	// Items are the listed objects.
+	Items []T `json:"items"`
 }
 
 // DeepCopyObject implements runtime.Object.

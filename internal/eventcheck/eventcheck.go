@@ -16,7 +16,9 @@ import (
 
 // Step is one event a Checker received, numbered in the order received (from 1).
 type Step[T event.Object] struct {
-	Seq   int
+	// Seq numbers the event among all the Checker received, from 1.
+	Seq int
+	// Event is the event as received.
 	Event event.Event[T]
 }
 
