@@ -79,6 +79,14 @@ func e2eControlPlane(t *testing.T) (*controlplane.ControlPlane, *kubernetes.Clie
 	return cp, kubernetes.NewForConfigOrDie(cp.AdminConfig())
 }
 
+// verifyNoLeaks is goleak.VerifyNone for the unit tests, which also run after end-to-end
+// tests when the package's tests are repeated (-count): it ignores the goroutine that a
+// control plane leaves for the rest of the process (see e2eControlPlane), and only that.
+func verifyNoLeaks(t *testing.T) {
+	t.Helper()
+	goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/typedinformer/typedinformer/internal/controlplane.startCommand.func1.1"))
+}
+
 // e2eNamespace creates a namespace.
 func e2eNamespace(t *testing.T, cs kubernetes.Interface, name string) string {
 	t.Helper()

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -68,7 +67,7 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 	if overlap {
 		t.Error("two replicas led at once")
 	}
-	goleak.VerifyNone(t)
+	verifyNoLeaks(t)
 }
 
 func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
@@ -116,7 +115,7 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 	default:
 		t.Error("the lease was not released when Run returned")
 	}
-	goleak.VerifyNone(t)
+	verifyNoLeaks(t)
 }
 
 func TestLeaderElectionNeedsAnIdentity(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
@@ -46,7 +45,7 @@ func harness(t *testing.T, src *fake.ListerWatcher[obj, list], r typed.Reconcile
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		goleak.VerifyNone(t)
+		verifyNoLeaks(t)
 	})
 	_ = c.WaitForSync(ctx)
 	_ = src.WaitForWatchers(ctx, 1)
@@ -236,7 +235,7 @@ func TestShutdownLetsInFlightReconcileFinish(t *testing.T) {
 	defer func() {
 		ccancel()
 		<-cdone
-		goleak.VerifyNone(t)
+		verifyNoLeaks(t)
 	}()
 	ldone := make(chan struct{})
 	go func() { defer close(ldone); _ = l.Run(ctx) }()

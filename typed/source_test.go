@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -109,7 +108,7 @@ func TestDynamicWatchConvertsAndStopsWithAnEventUnread(t *testing.T) {
 	// close the result channel.
 	w.Stop()
 	w.Stop()
-	goleak.VerifyNone(t)
+	verifyNoLeaks(t)
 	if e, open := <-w.ResultChan(); open {
 		t.Errorf("after Stop the watch delivered %s, want a closed channel", e.Type)
 	}
