@@ -182,6 +182,11 @@ func (c *Controller[T, L]) startRunner(ctx context.Context, r *runner[T]) {
 // first receives every known object as a synchronization addition, then every later
 // event. It can be called before or while the controller runs; it returns ErrStopped
 // once Run has returned.
+//
+// Handing over the current state takes time proportional to the number of known objects
+// (copying references into the new handler's backlog, never calling a handler), during
+// which the consumer pauses between two events, as client-go's AddEventHandler pauses its
+// informer; an event the reflector records meanwhile may wait for that copy.
 func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration, error) {
 	r := newRunner(name, h, c.cfg.compression)
 	var err error
