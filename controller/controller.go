@@ -185,12 +185,14 @@ func (c *Controller[T, L]) startRunner(ctx context.Context, r *runner[T]) {
 //
 // Handing over the current state takes time proportional to the number of known objects
 // (copying references into the new handler's backlog, never calling a handler), during
-// which the consumer pauses between two events, as client-go's AddEventHandler pauses its
-// informer; an event the reflector records meanwhile may wait for that copy.
+// which the consumer pauses between two keys, as client-go's AddEventHandler pauses its
+// informer. Unlike client-go's, the reflector does not wait: what it records meanwhile is
+// queued, and delivered after the copy.
 func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration, error) {
 	r := newRunner(name, h, c.cfg.compression)
 	var err error
-	c.consumer.WithSnapshot(func(store *eventcache.Store[T]) {
+	c.collection.Between(func() {
+		store := c.writer.Store()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.stopped {
@@ -213,7 +215,7 @@ func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration,
 		return nil, err
 	}
 	return &Registration{synced: r.synced, pending: r.pending, remove: func() {
-		c.consumer.WithSnapshot(func(*eventcache.Store[T]) { c.dist.remove(r) })
+		c.collection.Between(func() { c.dist.remove(r) })
 		r.stop()
 	}}, nil
 }

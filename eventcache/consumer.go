@@ -3,7 +3,6 @@ package eventcache
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/typedinformer/typedinformer/event"
 )
@@ -28,30 +27,29 @@ type Sink[T event.Object] interface {
 //   - a watch event that repeats the known state, or carries an older one (by resource
 //     version, when both are integers), is dropped: duplicates are not delivered twice and
 //     the cache never goes back in time. Older ones are reported as ErrStaleEvent.
+//
+// Its methods are called by a single drain loop, one key at a time (see Consumer).
 type ResourceTrackingConsumer[T event.Object] struct {
-	mu      sync.Mutex
 	w       *Writer[T]
 	sink    Sink[T]
 	onError func(error)
-	// errs are the errors of the current Apply, reported by Deliver once the consumer is
-	// released: onError is user code, which must neither run under the collection's lock
-	// nor deadlock by adding a handler (which takes the consumer).
+	// errs are the errors of the current key's Apply, reported by Done: onError is user
+	// code, which must neither run under the collection's lock nor, by adding a handler,
+	// wait for the key to be consumed while it is.
 	errs []error
 }
 
 // NewResourceTrackingConsumer returns a consumer that is the only writer of w's store and
 // delivers to sink. onError, when not nil, receives index function errors (the object is
-// stored regardless) and stale watch events; it is called after the events of the key
-// are delivered, with no lock held, so it may add or remove handlers.
+// stored regardless) and stale watch events; it is called from Done, once the key's events
+// are delivered and nothing is locked, so it may add or remove handlers.
 func NewResourceTrackingConsumer[T event.Object](w *Writer[T], sink Sink[T], onError func(error)) *ResourceTrackingConsumer[T] {
 	return &ResourceTrackingConsumer[T]{w: w, sink: sink, onError: onError}
 }
 
 // Apply applies events, oldest first, to the known objects and returns them rewritten
-// against what was known (in place), without deletions of unknown keys. It holds the
-// consumer until the matching Deliver.
+// against what was known (in place), without deletions of unknown keys.
 func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T]) []event.Event[T] {
-	c.mu.Lock()
 	var zero T
 	out := events[:0]
 	fresh := false // out no longer shares events' array
@@ -118,26 +116,18 @@ func recreated[T event.Object](prior, next T) bool {
 // one the cache holds; the event is dropped so that the cache never goes back in time.
 var ErrStaleEvent = errors.New("stale watch event")
 
-// Deliver passes events, as Apply returned them, to the sink, one at a time, releases the
-// consumer, and then reports the errors Apply found.
+// Deliver passes events, as Apply returned them, to the sink, one at a time.
 func (c *ResourceTrackingConsumer[T]) Deliver(key string, events []event.Event[T]) {
 	for _, e := range events {
 		c.sink.Deliver(key, e)
 	}
+}
+
+// Done reports the errors the key's Apply found.
+func (c *ResourceTrackingConsumer[T]) Done(string) {
 	errs := c.errs
 	c.errs = nil
-	c.mu.Unlock()
 	for _, err := range errs {
 		c.onError(err)
 	}
-}
-
-// WithSnapshot calls fn between two events: the known objects fn reads through store are
-// exactly those delivered so far, and no event is applied or delivered until fn returns.
-// It is how a handler added while running receives the current state without missing or
-// repeating an event.
-func (c *ResourceTrackingConsumer[T]) WithSnapshot(fn func(store *Store[T])) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	fn(c.w.Store())
 }

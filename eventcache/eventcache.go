@@ -6,10 +6,10 @@
 //
 // The collection and the consumer share the known objects: the collection reads them to
 // synthesise deletions on Replace and modifications on Synchronize, the consumer is their
-// only writer. The consumer runs while the collection's lock is held, so every reader of
-// the collection sees the known objects and the pending queues as one consistent state:
-// Synchronize can never resurrect an object whose deletion is being delivered, and
-// Replace never sees half-applied events.
+// only writer. The consumer applies events while the collection's lock is held, so every
+// reader of the collection sees the known objects and the pending queues as one
+// consistent state: Synchronize can never resurrect an object whose deletion is being
+// delivered, and Replace never sees half-applied events.
 package eventcache
 
 import (
@@ -36,15 +36,17 @@ type EventCache[T event.Object] interface {
 	Synchronize() error
 }
 
-// Consumer receives each key's pending events, oldest first, from the drain loop, in two
-// steps: Apply, with the collection locked, brings the known objects up to date, so that
-// Replace and Synchronize always see them consistent with the pending queues; Deliver,
-// with the collection unlocked, hands the events on, so that the reflector's Add does not
-// wait for delivery. Every Apply is followed by exactly one Deliver of what it returned,
-// before the next Apply.
+// Consumer receives each key's pending events, oldest first, from the drain loop, in
+// three steps: Apply, with the collection locked, brings the known objects up to date, so
+// that Replace and Synchronize always see them consistent with the pending queues;
+// Deliver, with the collection unlocked, hands the events on, so that the reflector's Add
+// does not wait for delivery; Done, once the key no longer counts as being consumed (so
+// that Between may run), reports what the consumer has to report. Every Apply is followed
+// by exactly one Deliver of what it returned and one Done, before the next Apply.
 type Consumer[T event.Object] interface {
 	Apply(key string, events []event.Event[T]) []event.Event[T]
 	Deliver(key string, events []event.Event[T])
+	Done(key string)
 }
 
 // ErrInvalidEvent is returned, wrapped, by Add for an event with no valid type.
@@ -70,8 +72,11 @@ type Options[T event.Object] struct {
 // key, drained in the order in which keys became pending by a single Drain loop. See the
 // queue package for the compression rules that bound its memory by the number of keys.
 type EventQueueCollection[T event.Object] struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// cond wakes the drain loop: something is pending, the collection closed, or a
+	// Between ended. idle wakes Between: no key is being consumed any more.
 	cond    sync.Cond
+	idle    sync.Cond
 	fifo    *queue.FIFO[T]
 	known   *Store[T]
 	keyFunc event.KeyFunc[T]
@@ -81,7 +86,12 @@ type EventQueueCollection[T event.Object] struct {
 	synced         bool
 	closed         bool
 	inflightMarked bool // a key of the first Replace is being delivered
+	consuming      bool // a key is between its Apply and its Deliver's end
+	pauses         int  // Between calls waiting or running: the drain loop holds off
 	buf            []event.Event[T]
+
+	// between serialises the functions Between runs.
+	between sync.Mutex
 }
 
 // NewEventQueueCollection returns an empty collection that reads the known objects from
@@ -92,6 +102,7 @@ func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *
 		c.keyFunc = event.ObjectKey[T]
 	}
 	c.cond.L = &c.mu
+	c.idle.L = &c.mu
 	c.fifo = queue.NewFIFO(opts.Compression, func(key string, _ event.Event[T]) bool {
 		return known.has(key)
 	})
@@ -244,7 +255,7 @@ func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer Consumer[T
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		for c.fifo.Len() == 0 && !c.closed && ctx.Err() == nil {
+		for (c.fifo.Len() == 0 || c.pauses > 0) && !c.closed && ctx.Err() == nil {
 			c.cond.Wait()
 		}
 		if err := ctx.Err(); err != nil {
@@ -258,7 +269,7 @@ func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer Consumer[T
 }
 
 // consumeOne hands the longest-pending key to consumer. Called with mu held; it releases
-// mu while the events are delivered.
+// mu while the events are delivered and reported.
 func (c *EventQueueCollection[T]) consumeOne(consumer Consumer[T]) bool {
 	key, events, marked, ok := c.fifo.Pop(c.buf[:0])
 	if !ok {
@@ -266,16 +277,47 @@ func (c *EventQueueCollection[T]) consumeOne(consumer Consumer[T]) bool {
 	}
 	c.buf = events
 	c.inflightMarked = marked
+	c.consuming = true
 	events = consumer.Apply(key, events)
 	c.changed()
 	c.mu.Unlock()
 	consumer.Deliver(key, events)
 	c.mu.Lock()
+	c.consuming = false
+	c.idle.Broadcast()
 	if marked {
 		c.inflightMarked = false
 		c.changed()
 	}
+	c.mu.Unlock()
+	consumer.Done(key)
+	c.mu.Lock()
 	return true
+}
+
+// Between calls fn between two keys: after every event applied to the known objects has
+// been delivered, and before any more is applied. The known objects fn reads (through
+// KnownObjects) are exactly those delivered so far, and no event is applied or delivered
+// until fn returns; it is how a handler added while running receives the current state
+// without missing or repeating an event. The collection is not locked while fn runs, so
+// Add, Replace and Synchronize do not wait for it. Calls of Between run one at a time; fn
+// must not call Between.
+func (c *EventQueueCollection[T]) Between(fn func()) {
+	c.between.Lock()
+	defer c.between.Unlock()
+	c.mu.Lock()
+	c.pauses++
+	for c.consuming {
+		c.idle.Wait()
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.pauses--
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}()
+	fn()
 }
 
 // Close stops Drain. Events recorded afterwards are kept but never drained.

@@ -1,12 +1,16 @@
 package eventcache
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/typedinformer/typedinformer/event"
 )
@@ -228,19 +232,99 @@ func TestReplaceSkipsAndReportsItemsWithoutAKey(t *testing.T) {
 
 func TestConsumerReportsErrorsWithNothingLocked(t *testing.T) {
 	w := NewWriter[obj](Indexers[obj]{"broken": func(obj) ([]string, error) { return nil, errors.New("no values") }})
-	var rtc *ResourceTrackingConsumer[obj]
+	c := NewEventQueueCollection(w.Store(), Options[obj]{})
 	var errs []error
-	rtc = NewResourceTrackingConsumer[obj](w, &recorder{}, func(err error) {
+	rtc := NewResourceTrackingConsumer[obj](w, &recorder{}, func(err error) {
 		errs = append(errs, err)
-		// An error hook may add a handler, which takes the consumer: it must be free.
-		rtc.WithSnapshot(func(*Store[obj]) {})
+		// An error hook may add a handler, which waits for the key to be consumed, and
+		// may record events: neither may wait for the hook.
+		c.Between(func() {})
+		if err := c.Synchronize(); err != nil {
+			t.Error(err)
+		}
 	})
-	rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{{Type: event.Added, Object: cm("a", "1")}}))
+	if err := c.Add(ev{Type: event.Added, Object: cm("a", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.consumeOne(rtc)
+	c.mu.Unlock()
 	if len(errs) != 1 {
 		t.Fatalf("reported %v, want the index error once", errs)
 	}
 	if _, ok := w.Store().Get("ns/a"); !ok {
 		t.Error("an object whose index function failed was not stored")
+	}
+}
+
+func TestBetweenRunsBetweenKeysWithoutBlockingTheReflector(t *testing.T) {
+	p := newPipeline()
+	p.replace(t, cm("a", "1"), cm("b", "2"))
+	delivering, releaseA := make(chan struct{}), make(chan struct{})
+	var deliveredA atomic.Bool
+	p.rec.during = func(d delivered) {
+		if d.Key == "ns/a" {
+			close(delivering)
+			<-releaseA
+			deliveredA.Store(true)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	drained := make(chan error, 1)
+	go func() { drained <- p.c.Drain(ctx, p.rtc) }()
+	<-delivering
+
+	known, releaseFn, between := make(chan []string, 1), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(between)
+		p.c.Between(func() {
+			if !deliveredA.Load() {
+				t.Error("Between ran while a key was being delivered")
+			}
+			known <- p.c.KnownObjects().Keys()
+			<-releaseFn
+		})
+	}()
+	// Between is waiting for a's delivery to end before a is released.
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		p.c.mu.Lock()
+		defer p.c.mu.Unlock()
+		return p.c.pauses == 1, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	close(releaseA)
+	// fn runs once a has been delivered and before b is applied.
+	if diff := cmp.Diff([]string{"ns/a"}, <-known); diff != "" {
+		t.Errorf("known objects while Between runs (-want +got):\n%s", diff)
+	}
+	// The reflector records events while fn runs.
+	recorded := make(chan error, 1)
+	go func() { recorded <- p.c.Add(ev{Type: event.Added, Object: cm("c", "3")}) }()
+	select {
+	case err := <-recorded:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Add waited for the function Between runs")
+	}
+	close(releaseFn)
+	<-between
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return p.c.KnownObjects().Len() == 3, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-drained
+	want := []delivered{
+		{Key: "ns/a", Type: event.Added, RV: "1", Sync: true},
+		{Key: "ns/b", Type: event.Added, RV: "2", Sync: true},
+		{Key: "ns/c", Type: event.Added, RV: "3"},
+	}
+	if diff := cmp.Diff(want, p.rec.got); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
 	}
 }
 
@@ -355,9 +439,14 @@ func TestStaleWatchEventIsReported(t *testing.T) {
 	w := NewWriter[obj](nil)
 	var errs []error
 	rtc := NewResourceTrackingConsumer[obj](w, &recorder{}, func(err error) { errs = append(errs, err) })
-	rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{{Type: event.Added, Object: cm("a", "5")}}))
-	rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{{Type: event.Modified, Object: cm("a", "5")}}))
-	rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{{Type: event.Modified, Object: cm("a", "3")}}))
+	for _, e := range []ev{
+		{Type: event.Added, Object: cm("a", "5")},
+		{Type: event.Modified, Object: cm("a", "5")},
+		{Type: event.Modified, Object: cm("a", "3")},
+	} {
+		rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{e}))
+		rtc.Done("ns/a")
+	}
 	if len(errs) != 1 || !errors.Is(errs[0], ErrStaleEvent) {
 		t.Errorf("reported %v, want one ErrStaleEvent for the older state and nothing for the duplicate", errs)
 	}
