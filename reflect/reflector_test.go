@@ -153,6 +153,16 @@ func step(t *testing.T, clk *clocktesting.FakeClock, d time.Duration) {
 	clk.Step(d)
 }
 
+// startWatching starts a reflector over src, as start does, and waits until it has
+// listed once and opened its watch.
+func startWatching(t *testing.T, src *lw, opts reflect.Options[obj]) *recordingCache {
+	t.Helper()
+	cache := start(t, src, opts)
+	cache.waitFor(t, "replace", cache.last(1))
+	waitForWatchers(t, src, 1)
+	return cache
+}
+
 // waitForWatchers blocks until src has n open watches.
 func waitForWatchers(t *testing.T, src *lw, n int) {
 	t.Helper()
@@ -199,9 +209,7 @@ func TestListsThenWatchesFromTheListResourceVersion(t *testing.T) {
 
 func TestRewatchesFromLastResourceVersionAfterWatchCloses(t *testing.T) {
 	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
-	cache := start(t, src, reflect.Options[obj]{})
-	cache.waitFor(t, "replace", cache.last(1))
-	_ = src.WaitForWatchers(context.Background(), 1)
+	cache := startWatching(t, src, reflect.Options[obj]{})
 	if _, err := src.Create(cm("b")); err != nil {
 		t.Fatal(err)
 	}
@@ -223,9 +231,7 @@ func TestRewatchesFromLastResourceVersionAfterWatchCloses(t *testing.T) {
 func TestRelistsAfterGoneWithoutLosingAnything(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b"))
-	cache := start(t, src, reflect.Options[obj]{Clock: clk})
-	cache.waitFor(t, "replace", cache.last(1))
-	_ = src.WaitForWatchers(context.Background(), 1)
+	cache := startWatching(t, src, reflect.Options[obj]{Clock: clk})
 
 	// Keep the watch down while things change and history is compacted.
 	src.FailWatch(1, apierrors.NewServiceUnavailable("restarting"))
@@ -284,9 +290,7 @@ func TestBacksOffExponentiallyOnListErrors(t *testing.T) {
 
 func TestWatchErrorEventCarriesServerMessage(t *testing.T) {
 	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
-	cache := start(t, src, reflect.Options[obj]{})
-	cache.waitFor(t, "replace", cache.last(1))
-	_ = src.WaitForWatchers(context.Background(), 1)
+	cache := startWatching(t, src, reflect.Options[obj]{})
 	src.Send(watch.Event{Type: watch.Error, Object: &metav1.Status{
 		Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError, Message: "etcd is sad",
 	}})
@@ -314,9 +318,7 @@ func TestBadWatchObjectsAreReportedAndSkipped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
-			cache := start(t, src, reflect.Options[obj]{})
-			cache.waitFor(t, "replace", cache.last(1))
-			_ = src.WaitForWatchers(context.Background(), 1)
+			cache := startWatching(t, src, reflect.Options[obj]{})
 			src.Send(tt.event)
 			if _, err := src.Create(cm("b")); err != nil {
 				t.Fatal(err)
@@ -337,9 +339,7 @@ func TestWatchListStreamsInitialStateAndFallsBackToList(t *testing.T) {
 		t.Run(fmt.Sprintf("supported=%v", supported), func(t *testing.T) {
 			src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b"))
 			src.SetWatchListSupported(supported)
-			cache := start(t, src, reflect.Options[obj]{WatchList: true})
-			cache.waitFor(t, "replace", cache.last(1))
-			_ = src.WaitForWatchers(context.Background(), 1)
+			cache := startWatching(t, src, reflect.Options[obj]{WatchList: true})
 			if _, err := src.Create(cm("c")); err != nil {
 				t.Fatal(err)
 			}
@@ -387,12 +387,10 @@ func TestResyncsEveryPeriod(t *testing.T) {
 
 func TestTransformRunsBeforeCaching(t *testing.T) {
 	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
-	cache := start(t, src, reflect.Options[obj]{Transform: func(o obj) (obj, error) {
+	cache := startWatching(t, src, reflect.Options[obj]{Transform: func(o obj) (obj, error) {
 		o.Name += "-t"
 		return o, nil
 	}})
-	cache.waitFor(t, "replace", cache.last(1))
-	_ = src.WaitForWatchers(context.Background(), 1)
 	_, _ = src.Create(cm("b"))
 	cache.waitFor(t, "add", cache.last(2))
 	calls, errs := cache.snapshot()
@@ -420,14 +418,12 @@ func TestFailedOrNilTransformIsReportedAndSkipped(t *testing.T) {
 		for _, watchList := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/watchList=%v", tt.name, watchList), func(t *testing.T) {
 				src := fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("bad-listed"))
-				cache := start(t, src, reflect.Options[obj]{WatchList: watchList, Transform: func(o obj) (obj, error) {
+				cache := startWatching(t, src, reflect.Options[obj]{WatchList: watchList, Transform: func(o obj) (obj, error) {
 					if strings.HasPrefix(o.Name, "bad-") {
 						return tt.bad(o)
 					}
 					return o, nil
 				}})
-				cache.waitFor(t, "replace", cache.last(1))
-				waitForWatchers(t, src, 1)
 				_, _ = src.Create(cm("bad-watched"))
 				_, _ = src.Create(cm("b"))
 				cache.waitFor(t, "add", cache.last(2))
@@ -515,9 +511,7 @@ func TestRelistsWithConsistentReadWhenResourceVersionIsTooLarge(t *testing.T) {
 			// after 410 Gone.
 			clk := clocktesting.NewFakeClock(time.Now())
 			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
-			cache := start(t, src, reflect.Options[obj]{Clock: clk})
-			cache.waitFor(t, "replace", cache.last(1))
-			waitForWatchers(t, src, 1)
+			cache := startWatching(t, src, reflect.Options[obj]{Clock: clk})
 			if tt.watchErr != nil {
 				src.FailWatch(1, tt.watchErr)
 			}
@@ -552,9 +546,7 @@ func TestWatchEndingWithoutEvents(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Now())
 			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
-			cache := start(t, src, reflect.Options[obj]{Clock: clk})
-			cache.waitFor(t, "replace", cache.last(1))
-			waitForWatchers(t, src, 1)
+			cache := startWatching(t, src, reflect.Options[obj]{Clock: clk})
 			clk.Step(tt.lasted)
 			src.CloseWatches()
 			if tt.wantErrors > 0 {
@@ -577,9 +569,7 @@ func TestBookmarkAdvancesTheResourceVersionOfTheNextWatch(t *testing.T) {
 	watched := cm("a")
 	watched.Labels = map[string]string{"app": "watched"}
 	src := fake.New[obj, *corev1.ConfigMapList](watched)
-	cache := start(t, src, reflect.Options[obj]{TweakListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=watched" }})
-	cache.waitFor(t, "replace", cache.last(1))
-	waitForWatchers(t, src, 1)
+	startWatching(t, src, reflect.Options[obj]{TweakListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=watched" }})
 	// Changes outside the selector advance the resource version to 3 without an event:
 	// only the bookmark tells the reflector.
 	for _, name := range []string{"b", "c"} {
