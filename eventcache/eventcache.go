@@ -89,9 +89,6 @@ type EventQueueCollection[T event.Object] struct {
 	consuming      bool // a key is between its Apply and its Deliver's end
 	pauses         int  // Between calls waiting or running: the drain loop holds off
 	buf            []event.Event[T]
-
-	// between serialises the functions Between runs.
-	between sync.Mutex
 }
 
 // NewEventQueueCollection returns an empty collection that reads the known objects from
@@ -141,6 +138,10 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
 		}
 		keys[i] = key
 	}
+	if errs != nil {
+		// Drop the items without a key here, once, so that nothing below meets them.
+		objects, keys = withKeys(objects, keys)
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -158,9 +159,6 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
 		c.known.reserve(objects)
 	}
 	for i, obj := range objects {
-		if keys[i] == "" {
-			continue
-		}
 		c.fifo.Push(keys[i], event.Event[T]{Type: event.Added, Object: obj, Sync: true}, mark)
 	}
 	if listed != nil {
@@ -193,6 +191,18 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
 	c.populated = true
 	c.changed()
 	return errors.Join(errs...)
+}
+
+// withKeys returns the objects that have a key, and their keys, in new slices.
+func withKeys[T event.Object](objects []T, keys []string) ([]T, []string) {
+	var validObjects []T
+	var validKeys []string
+	for i, key := range keys {
+		if key != "" {
+			validObjects, validKeys = append(validObjects, objects[i]), append(validKeys, key)
+		}
+	}
+	return validObjects, validKeys
 }
 
 // Synchronize records a synchronization modification for every known object that has
@@ -284,7 +294,9 @@ func (c *EventQueueCollection[T]) consumeOne(consumer Consumer[T]) bool {
 	consumer.Deliver(key, events)
 	c.mu.Lock()
 	c.consuming = false
-	c.idle.Broadcast()
+	if c.pauses > 0 {
+		c.idle.Broadcast()
+	}
 	if marked {
 		c.inflightMarked = false
 		c.changed()
@@ -300,11 +312,9 @@ func (c *EventQueueCollection[T]) consumeOne(consumer Consumer[T]) bool {
 // KnownObjects) are exactly those delivered so far, and no event is applied or delivered
 // until fn returns; it is how a handler added while running receives the current state
 // without missing or repeating an event. The collection is not locked while fn runs, so
-// Add, Replace and Synchronize do not wait for it. Calls of Between run one at a time; fn
-// must not call Between.
+// Add, Replace and Synchronize do not wait for it. Functions of concurrent Between calls
+// may run at the same time.
 func (c *EventQueueCollection[T]) Between(fn func()) {
-	c.between.Lock()
-	defer c.between.Unlock()
 	c.mu.Lock()
 	c.pauses++
 	for c.consuming {

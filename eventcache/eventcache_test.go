@@ -129,52 +129,52 @@ func TestReplaceAfterPendingDeletionYieldsDeletionThenAddition(t *testing.T) {
 }
 
 func TestSynchronizeNeverResurrects(t *testing.T) {
-	p := newPipeline()
-	p.replace(t, cm("a", "1"), cm("b", "2"))
-	p.drain()
-	p.add(t, event.Deleted, cm("a", "3"))
-	if err := p.c.Synchronize(); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		// inFlight resyncs while the deletion of a is being delivered (applied, its
+		// handlers being told) rather than while it is pending.
+		inFlight bool
+	}{
+		{name: "deletion pending"},
+		{name: "deletion being delivered", inFlight: true},
 	}
-	want := []delivered{
-		{Key: "ns/a", Type: event.Deleted, RV: "3", PriorRV: "1"},
-		{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true},
-	}
-	if diff := cmp.Diff(want, p.drain()); diff != "" {
-		t.Errorf("delivered (-want +got):\n%s", diff)
-	}
-	if err := p.c.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	want = []delivered{{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true}}
-	if diff := cmp.Diff(want, p.drain()); diff != "" {
-		t.Errorf("second resync delivered (-want +got):\n%s", diff)
-	}
-}
-
-func TestSynchronizeDuringDeliveryOfADeletionDoesNotResurrect(t *testing.T) {
-	p := newPipeline()
-	p.replace(t, cm("a", "1"), cm("b", "2"))
-	p.drain()
-	p.add(t, event.Deleted, cm("a", "3"))
-	p.rec.during = func(d delivered) {
-		if d.Type == event.Deleted {
-			// The deletion of a is in flight: it has been applied, its handlers are being
-			// told. A resync now must not bring a back.
-			if err := p.c.Synchronize(); err != nil {
-				t.Error(err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPipeline()
+			p.replace(t, cm("a", "1"), cm("b", "2"))
+			p.drain()
+			p.add(t, event.Deleted, cm("a", "3"))
+			resync := func() {
+				if err := p.c.Synchronize(); err != nil {
+					t.Error(err)
+				}
 			}
-		}
-	}
-	want := []delivered{
-		{Key: "ns/a", Type: event.Deleted, RV: "3", PriorRV: "1"},
-		{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true},
-	}
-	if diff := cmp.Diff(want, p.drain()); diff != "" {
-		t.Errorf("delivered (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"ns/b"}, p.c.KnownObjects().Keys()); diff != "" {
-		t.Errorf("known keys (-want +got):\n%s", diff)
+			if tt.inFlight {
+				p.rec.during = func(d delivered) {
+					if d.Type == event.Deleted {
+						resync()
+					}
+				}
+			} else {
+				resync()
+			}
+			want := []delivered{
+				{Key: "ns/a", Type: event.Deleted, RV: "3", PriorRV: "1"},
+				{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true},
+			}
+			if diff := cmp.Diff(want, p.drain()); diff != "" {
+				t.Errorf("delivered (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"ns/b"}, p.c.KnownObjects().Keys()); diff != "" {
+				t.Errorf("known keys (-want +got):\n%s", diff)
+			}
+			p.rec.during = nil
+			resync()
+			want = []delivered{{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true}}
+			if diff := cmp.Diff(want, p.drain()); diff != "" {
+				t.Errorf("second resync delivered (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -265,12 +265,9 @@ func (s *Store[T]) InNamespace(namespace string) []T {
 // reserve makes room for objects in an empty store, so that the first list does not
 // rehash the maps as it fills. It changes capacity only, never content.
 func (s *Store[T]) reserve(objects []T) {
-	var zero T
 	sizes := make(map[string]int)
 	for _, obj := range objects {
-		if obj != zero { // a nil item is reported by Replace, not stored
-			sizes[obj.GetNamespace()]++
-		}
+		sizes[obj.GetNamespace()]++
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
