@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -263,7 +264,7 @@ func TestFaultMatrix(t *testing.T) {
 			}
 			r.churn(t, 100)
 			r.converge(t)
-			if tt.reported != nil && !slicesContain(r.errors(), tt.reported) {
+			if tt.reported != nil && !slices.ContainsFunc(r.errors(), tt.reported) {
 				t.Errorf("no reported error matched; reported: %v", r.errors())
 			}
 		})
@@ -350,19 +351,10 @@ func TestFaultCancelledInTheMiddleOfARelist(t *testing.T) {
 		t.Error("HasSynced went back to false: a relist must not unsync a synced controller")
 	}
 	r.chk.Verify(t)
-	if !slicesContain(r.errors(), apierrors.IsResourceExpired) {
+	if !slices.ContainsFunc(r.errors(), apierrors.IsResourceExpired) {
 		t.Errorf("the 410 Gone was not reported; reported: %v", r.errors())
 	}
 	goleak.VerifyNone(t)
-}
-
-func slicesContain(errs []error, match func(error) bool) bool {
-	for _, err := range errs {
-		if match(err) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestFaultNoListPermissionBacksOffAndNeverSyncs: a user who may not list gets the

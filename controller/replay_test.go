@@ -2,8 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -19,34 +17,14 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/watchrecord"
 )
 
-// recording is the format internal/record writes: a list and the watch stream that
-// followed it, recorded from a real kube-apiserver, and a fresh List of the final state.
-type recording struct {
-	List   corev1.ConfigMapList `json:"list"`
-	Events []metav1.WatchEvent  `json:"events"`
-	Final  corev1.ConfigMapList `json:"final"`
-}
-
-func loadRecording(t *testing.T) (rec recording, events []watch.Event) {
+func loadRecording(t *testing.T) (watchrecord.Recording, []watch.Event) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "watch", "configmaps.json"))
+	rec, events, err := watchrecord.Load(filepath.Join("..", "testdata", "watch", "configmaps.json"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rec); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range rec.Events {
-		o := &corev1.ConfigMap{}
-		if err := json.Unmarshal(e.Object.Raw, o); err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, watch.Event{Type: watch.EventType(e.Type), Object: o})
-	}
-	if len(rec.List.Items) == 0 || len(events) == 0 || len(rec.Final.Items) == 0 {
-		t.Fatalf("the recording is incomplete: %d listed, %d events, %d in the final list", len(rec.List.Items), len(events), len(rec.Final.Items))
 	}
 	return rec, events
 }
@@ -56,7 +34,7 @@ func loadRecording(t *testing.T) (rec recording, events []watch.Event) {
 // by a 410 Gone ERROR event, when cut is set) once start is closed, and later watches stay
 // open and quiet.
 type replay struct {
-	rec    recording
+	rec    watchrecord.Recording
 	events []watch.Event
 	cut    int
 	start  chan struct{}

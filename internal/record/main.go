@@ -19,22 +19,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/internal/controlplane"
+	"github.com/typedinformer/typedinformer/internal/watchrecord"
 )
-
-// Recording is the file's format: the replay tests decode the same struct.
-type Recording struct {
-	Description string               `json:"description"`
-	List        corev1.ConfigMapList `json:"list"`
-	Events      []metav1.WatchEvent  `json:"events"`
-	Final       corev1.ConfigMapList `json:"final"`
-}
 
 func main() {
 	out := flag.String("o", "testdata/watch/configmaps.json", "the file to write")
@@ -67,7 +59,7 @@ func run(ctx context.Context, out string) (err error) {
 			return err
 		}
 	}
-	rec := Recording{Description: "ConfigMaps in namespace " + ns + " on kube-apiserver v1.36.3: five listed, then a watch while a script creates, updates (twice in a row), deletes, and deletes and re-creates under the same name; final is a fresh List after the script"}
+	rec := watchrecord.Recording{Description: "ConfigMaps in namespace " + ns + " on kube-apiserver v1.36.3: five listed, then a watch while a script creates, updates (twice in a row), deletes, and deletes and re-creates under the same name; final is a fresh List after the script"}
 	list, err := cms.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -159,17 +151,12 @@ func readUntil(ctx context.Context, w watch.Interface, last string) ([]metav1.Wa
 			if e.Type == watch.Bookmark {
 				continue
 			}
-			obj, ok := e.Object.(*corev1.ConfigMap)
-			if !ok {
-				return nil, fmt.Errorf("watch event %s carries %T", e.Type, e.Object)
-			}
-			obj.APIVersion, obj.Kind = "v1", "ConfigMap"
-			raw, err := json.Marshal(obj)
+			we, err := watchrecord.Encode(e)
 			if err != nil {
 				return nil, err
 			}
-			events = append(events, metav1.WatchEvent{Type: string(e.Type), Object: runtime.RawExtension{Raw: raw}})
-			if obj.ResourceVersion == last {
+			events = append(events, we)
+			if e.Object.(*corev1.ConfigMap).ResourceVersion == last {
 				return events, nil
 			}
 		}
