@@ -33,23 +33,20 @@ type ResourceTrackingConsumer[T event.Object] struct {
 	w       *Writer[T]
 	sink    Sink[T]
 	onError func(error)
-	// errs are the errors of the current key's Apply, reported by Done: onError is user
-	// code, which must neither run under the collection's lock nor, by adding a handler,
-	// wait for the key to be consumed while it is.
-	errs []error
 }
 
 // NewResourceTrackingConsumer returns a consumer that is the only writer of w's store and
 // delivers to sink. onError, when not nil, receives index function errors (the object is
-// stored regardless) and stale watch events; it is called from Done, once the key's events
-// are delivered and nothing is locked, so it may add or remove handlers.
+// stored regardless) and stale watch events; it is called from Report, once the key's
+// events are delivered and nothing is locked, so it may add or remove handlers.
 func NewResourceTrackingConsumer[T event.Object](w *Writer[T], sink Sink[T], onError func(error)) *ResourceTrackingConsumer[T] {
 	return &ResourceTrackingConsumer[T]{w: w, sink: sink, onError: onError}
 }
 
 // Apply applies events, oldest first, to the known objects and returns them rewritten
-// against what was known (in place), without deletions of unknown keys.
-func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T]) []event.Event[T] {
+// against what was known (in place), without deletions of unknown keys, and the errors it
+// found, for Report.
+func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T]) (_ []event.Event[T], errs []error) {
 	var zero T
 	out := events[:0]
 	fresh := false // out no longer shares events' array
@@ -59,13 +56,13 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 			prior, existed, stale, err := c.w.set(key, e.Object, !e.Sync)
 			if stale {
 				if prior.GetResourceVersion() != e.Object.GetResourceVersion() {
-					c.report(fmt.Errorf("%w: %s %s at resource version %s, the cache has %s",
+					errs = append(errs, fmt.Errorf("%w: %s %s at resource version %s, the cache has %s",
 						ErrStaleEvent, e.Type, key, e.Object.GetResourceVersion(), prior.GetResourceVersion()))
 				}
 				continue
 			}
 			if err != nil {
-				c.report(fmt.Errorf("indexing %s: %w", key, err))
+				errs = append(errs, fmt.Errorf("indexing %s: %w", key, err))
 			}
 			switch {
 			case existed && recreated(prior, e.Object):
@@ -97,13 +94,7 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 		}
 		out = append(out, e)
 	}
-	return out
-}
-
-func (c *ResourceTrackingConsumer[T]) report(err error) {
-	if c.onError != nil {
-		c.errs = append(c.errs, err)
-	}
+	return out, errs
 }
 
 // recreated reports whether next is a different object (by UID) under the same key.
@@ -123,10 +114,11 @@ func (c *ResourceTrackingConsumer[T]) Deliver(key string, events []event.Event[T
 	}
 }
 
-// Done reports the errors the key's Apply found.
-func (c *ResourceTrackingConsumer[T]) Done(string) {
-	errs := c.errs
-	c.errs = nil
+// Report hands the errors Apply found to the consumer's error function.
+func (c *ResourceTrackingConsumer[T]) Report(_ string, errs []error) {
+	if c.onError == nil {
+		return
+	}
 	for _, err := range errs {
 		c.onError(err)
 	}

@@ -36,17 +36,18 @@ type EventCache[T event.Object] interface {
 	Synchronize() error
 }
 
-// Consumer receives each key's pending events, oldest first, from the drain loop, in
-// three steps: Apply, with the collection locked, brings the known objects up to date, so
-// that Replace and Synchronize always see them consistent with the pending queues;
-// Deliver, with the collection unlocked, hands the events on, so that the reflector's Add
-// does not wait for delivery; Done, once the key no longer counts as being consumed (so
-// that Between may run), reports what the consumer has to report. Every Apply is followed
-// by exactly one Deliver of what it returned and one Done, before the next Apply.
+// Consumer receives each key's pending events, oldest first, from the drain loop: Apply,
+// with the collection locked, brings the known objects up to date, so that Replace and
+// Synchronize always see them consistent with the pending queues; Deliver, with the
+// collection unlocked, hands the events on, so that the reflector's Add does not wait for
+// delivery. Every Apply is followed by exactly one Deliver of the events it returned,
+// before the next Apply. When Apply returned errors, Report gets them after Deliver, once
+// the key no longer counts as being consumed and nothing is locked, so that what reports
+// them may call Between (add a handler) or record events.
 type Consumer[T event.Object] interface {
-	Apply(key string, events []event.Event[T]) []event.Event[T]
+	Apply(key string, events []event.Event[T]) ([]event.Event[T], []error)
 	Deliver(key string, events []event.Event[T])
-	Done(key string)
+	Report(key string, errs []error)
 }
 
 // ErrInvalidEvent is returned, wrapped, by Add for an event with no valid type.
@@ -288,7 +289,7 @@ func (c *EventQueueCollection[T]) consumeOne(consumer Consumer[T]) bool {
 	c.buf = events
 	c.inflightMarked = marked
 	c.consuming = true
-	events = consumer.Apply(key, events)
+	events, errs := consumer.Apply(key, events)
 	c.changed()
 	c.mu.Unlock()
 	consumer.Deliver(key, events)
@@ -301,9 +302,11 @@ func (c *EventQueueCollection[T]) consumeOne(consumer Consumer[T]) bool {
 		c.inflightMarked = false
 		c.changed()
 	}
-	c.mu.Unlock()
-	consumer.Done(key)
-	c.mu.Lock()
+	if len(errs) > 0 {
+		c.mu.Unlock()
+		consumer.Report(key, errs)
+		c.mu.Lock()
+	}
 	return true
 }
 

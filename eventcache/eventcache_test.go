@@ -444,8 +444,9 @@ func TestStaleWatchEventIsReported(t *testing.T) {
 		{Type: event.Modified, Object: cm("a", "5")},
 		{Type: event.Modified, Object: cm("a", "3")},
 	} {
-		rtc.Deliver("ns/a", rtc.Apply("ns/a", []ev{e}))
-		rtc.Done("ns/a")
+		out, found := rtc.Apply("ns/a", []ev{e})
+		rtc.Deliver("ns/a", out)
+		rtc.Report("ns/a", found)
 	}
 	if len(errs) != 1 || !errors.Is(errs[0], ErrStaleEvent) {
 		t.Errorf("reported %v, want one ErrStaleEvent for the older state and nothing for the duplicate", errs)
