@@ -84,7 +84,7 @@ func e2eControlPlane(t *testing.T) (*controlplane.ControlPlane, *kubernetes.Clie
 // control plane leaves for the rest of the process (see e2eControlPlane), and only that.
 func verifyNoLeaks(t *testing.T) {
 	t.Helper()
-	goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/typedinformer/typedinformer/internal/controlplane.startCommand.func1.1"))
+	goleak.VerifyNone(t, goleak.IgnoreTopFunction(controlplane.SpawnerFunction))
 }
 
 // e2eNamespace creates a namespace.

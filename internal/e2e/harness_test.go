@@ -143,7 +143,7 @@ var clientGoroutines = []goleak.Option{
 // spawner is the goroutine, locked to its OS thread, from which the control plane forks
 // etcd and kube-apiserver; it lives as long as the test binary by design (see
 // controlplane.startCommand), so even the final check ignores it.
-var spawner = goleak.IgnoreAnyFunction("github.com/typedinformer/typedinformer/internal/controlplane.startCommand.func1.1")
+var spawner = goleak.IgnoreAnyFunction(controlplane.SpawnerFunction)
 
 // checkLeaksAtEnd makes the test fail if any goroutine started after this call is still
 // running once every cleanup registered later (control plane, connections, controllers)
