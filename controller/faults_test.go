@@ -44,10 +44,9 @@ func serverState(t *testing.T, src *fake.ListerWatcher[obj, list]) map[string]st
 // things while the controller has no watch open.
 type gated struct {
 	*fake.ListerWatcher[obj, list]
-	mu          sync.Mutex
-	open        chan struct{}
-	listing     chan struct{}
-	listBlocked bool
+	mu      sync.Mutex
+	open    chan struct{}
+	listing chan struct{}
 }
 
 func (g *gated) hold() {
@@ -76,9 +75,12 @@ func (g *gated) blockLists() <-chan struct{} {
 func (g *gated) List(ctx context.Context, opts metav1.ListOptions) (list, error) {
 	g.mu.Lock()
 	listing := g.listing
-	if listing != nil && !g.listBlocked {
-		g.listBlocked = true
-		close(listing)
+	if listing != nil {
+		select {
+		case <-listing: // closed by an earlier List
+		default:
+			close(listing)
+		}
 	}
 	g.mu.Unlock()
 	if listing != nil {
