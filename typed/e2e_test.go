@@ -55,9 +55,6 @@ import (
 	"github.com/typedinformer/typedinformer/typed"
 )
 
-// e2eTimeout bounds every wait for a condition on the real server.
-const e2eTimeout = 60 * time.Second
-
 // e2eSerial runs the end-to-end tests one at a time.
 var e2eSerial sync.Mutex
 
@@ -155,25 +152,25 @@ func e2eRun(t *testing.T, fns ...func(context.Context) error) {
 			if err != nil {
 				t.Errorf("RunAll: %v", err)
 			}
-		case <-time.After(e2eTimeout):
-			t.Errorf("controllers did not stop within %v", e2eTimeout)
+		case <-time.After(testTimeout):
+			t.Errorf("controllers did not stop within %v", testTimeout)
 		}
 	})
 }
 
 // e2eEventually polls cond until it returns true, failing t with the last description
-// cond gave when e2eTimeout passes.
+// cond gave when testTimeout passes.
 func e2eEventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, e2eTimeout, true,
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, testTimeout, true,
 		func(context.Context) (bool, error) {
 			var ok bool
 			ok, last = cond()
 			return ok, nil
 		})
 	if err != nil {
-		t.Fatalf("%s: not within %v: %s", what, e2eTimeout, last)
+		t.Fatalf("%s: not within %v: %s", what, testTimeout, last)
 	}
 }
 
@@ -426,8 +423,8 @@ func (r *e2eReplica) stop(t *testing.T) {
 		if err != nil {
 			t.Errorf("replica %s: %v", r.id, err)
 		}
-	case <-time.After(e2eTimeout):
-		t.Errorf("replica %s did not stop within %v", r.id, e2eTimeout)
+	case <-time.After(testTimeout):
+		t.Errorf("replica %s did not stop within %v", r.id, testTimeout)
 	}
 }
 
@@ -509,7 +506,14 @@ func TestE2ELeaderElectionHandOver(t *testing.T) {
 				}()
 			}()
 
-			<-stopLeader
+			// The updater closes stopLeader after its second round, unless it failed first.
+			select {
+			case <-stopLeader:
+			case err := <-updaterDone:
+				t.Fatalf("the updater ended before its second round: %v", err)
+			case <-time.After(testTimeout):
+				t.Fatalf("the updater did not finish two rounds within %v", testTimeout)
+			}
 			stoppedAt := time.Now()
 			switch mode {
 			case "graceful":
@@ -549,7 +553,7 @@ func TestE2ELeaderElectionHandOver(t *testing.T) {
 				}
 			}
 
-			if err := <-updaterDone; err != nil {
+			if err := receive(t, updaterDone, "the updater ends once b has led for two rounds"); err != nil {
 				t.Fatal(err)
 			}
 			updates.mu.Lock()
@@ -673,14 +677,14 @@ func TestE2ELeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 				if err != nil {
 					t.Errorf("replica %s: %v", id, err)
 				}
-			case <-time.After(e2eTimeout):
+			case <-time.After(testTimeout):
 				t.Errorf("replica %s did not stop", id)
 			}
 		})
 	}
 	stopA := replica("a")
 	defer stopA()
-	<-inFlight // a leads and its reconcile is in flight
+	receive(t, inFlight, "a leads and its reconcile is in flight")
 	stopB := replica("b")
 	defer stopB()
 	mu.Lock()
@@ -689,7 +693,7 @@ func TestE2ELeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 	stopA() // a is stopped while its reconcile is in flight; this waits for a to return
 	select {
 	case <-bStarted:
-	case <-time.After(e2eTimeout):
+	case <-time.After(testTimeout):
 		t.Fatal("b never started leading")
 	}
 	mu.Lock()
@@ -741,9 +745,9 @@ func TestE2ELoopStartsNoReconcileAfterItsContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()
-	<-inFlight // one key in flight, four waiting
+	receive(t, inFlight, "the first key's reconcile starts") // one key in flight, four waiting
 	cancel()
-	if err := <-done; err != nil {
+	if err := receive(t, done, "Loop.Run returns once its context ends"); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -45,13 +45,13 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 		return cancel, done
 	}
 	cancelA, doneA := candidate("a")
-	first := <-led
+	first := receive(t, led, "a leads")
 	if first != "a" {
 		t.Fatalf("first leader = %q, want a (the only candidate)", first)
 	}
 	cancelB, doneB := candidate("b")
 	cancelA() // the leader stops and releases the lease
-	<-doneA
+	receive(t, doneA, "a's Run returns once cancelled")
 	select {
 	case second := <-led:
 		if second != "b" {
@@ -61,7 +61,7 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 		t.Fatal("b never took over")
 	}
 	cancelB()
-	<-doneB
+	receive(t, doneB, "b's Run returns once cancelled")
 	mu.Lock()
 	defer mu.Unlock()
 	if overlap {
@@ -103,9 +103,9 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 			leadReturned.Store(true)
 		})
 	}()
-	<-leading
+	receive(t, leading, "a leads")
 	cancel()
-	if err := <-done; err != nil {
+	if err := receive(t, done, "Run returns once cancelled"); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	select {

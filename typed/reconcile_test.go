@@ -234,14 +234,14 @@ func TestShutdownLetsInFlightReconcileFinish(t *testing.T) {
 	go func() { defer close(cdone); _ = c.Run(cctx) }()
 	defer func() {
 		ccancel()
-		<-cdone
+		receive(t, cdone, "the controller's Run returns once cancelled")
 		verifyNoLeaks(t)
 	}()
 	ldone := make(chan struct{})
 	go func() { defer close(ldone); _ = l.Run(ctx) }()
-	<-started
+	receive(t, started, "the reconcile starts")
 	cancel()
-	<-ldone
+	receive(t, ldone, "Loop.Run returns once the in-flight reconcile finished")
 	select {
 	case <-finished:
 	default:
@@ -263,7 +263,7 @@ func TestPanickingReconcilerIsRecoveredAndRetried(t *testing.T) {
 	}), typed.Options{RateLimiter: fastRetries, OnError: func(_ context.Context, _ string, err error) { errs <- err }})
 	got.wait(t, 2)
 	var perr *typed.ReconcilePanicError
-	if err := <-errs; !errors.As(err, &perr) || perr.Key != "ns/a" {
+	if err := receive(t, errs, "the panic is reported"); !errors.As(err, &perr) || perr.Key != "ns/a" {
 		t.Errorf("reported %v, want a ReconcilePanicError for ns/a", err)
 	}
 }

@@ -53,7 +53,7 @@ func TestRelatedEventsReconcileTheirOwners(t *testing.T) {
 	defer func() {
 		cancel()
 		for range 3 {
-			<-done
+			receive(t, done, "the controllers and the loop return once cancelled")
 		}
 	}()
 	if first := got.wait(t, 1); first[0] != "ns/a copy=true" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,7 +97,7 @@ func TestDynamicWatchConvertsAndStopsWithAnEventUnread(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := <-w.ResultChan()
+	e := receive(t, w.ResultChan(), "the first watch event")
 	got, ok := e.Object.(*Widget)
 	if !ok {
 		t.Fatalf("watch delivered %T, want *Widget", e.Object)
@@ -109,8 +110,13 @@ func TestDynamicWatchConvertsAndStopsWithAnEventUnread(t *testing.T) {
 	w.Stop()
 	w.Stop()
 	verifyNoLeaks(t)
-	if e, open := <-w.ResultChan(); open {
-		t.Errorf("after Stop the watch delivered %s, want a closed channel", e.Type)
+	select {
+	case e, open := <-w.ResultChan():
+		if open {
+			t.Errorf("after Stop the watch delivered %s, want a closed channel", e.Type)
+		}
+	case <-time.After(testTimeout):
+		t.Errorf("after Stop the result channel was not closed within %v", testTimeout)
 	}
 }
 

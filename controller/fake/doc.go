@@ -15,7 +15,7 @@
 //     paging over a consistent snapshot; label selectors and the metadata.name and
 //     metadata.namespace field selectors; items sorted by namespace/name.
 //   - Watch: replay of every change after the requested resource version, in order, then
-//     live changes; selectors applied like the server does (an update that moves an
+//     live changes; from "" and "0", the current state as ADDED events first; selectors applied like the server does (an update that moves an
 //     object out of the selector arrives as DELETED, one that moves it in as ADDED);
 //     bookmarks only when allowWatchBookmarks is set; timeoutSeconds; watch-list
 //     (sendInitialEvents=true) with the "k8s.io/initial-events-end" bookmark.

@@ -471,8 +471,10 @@ func (f *ListerWatcher[T, L]) List(ctx context.Context, opts metav1.ListOptions)
 // Watch opens a watch of the objects selected by opts. Every event carries a deep copy.
 //
 // With sendInitialEvents unset or false it replays, in order, every change after
-// opts.ResourceVersion and then streams live changes; resourceVersion "" and "0" start
-// from the current resource version without replaying anything. A resource version older
+// opts.ResourceVersion and then streams live changes. resourceVersion "" and "0" start,
+// as on the API server, with a synthetic ADDED event for every current selected object,
+// sorted by key; so a watch from the "0" that List returns before the first write misses
+// nothing written in between. A resource version older
 // than the compaction point gets, as from the API server, a watch that sends one ERROR
 // event carrying a 410 Expired *metav1.Status and closes; one in the future gets an ERROR
 // event carrying the server's "Too large resource version" timeout status.
@@ -516,7 +518,10 @@ func (f *ListerWatcher[T, L]) Watch(ctx context.Context, opts metav1.ListOptions
 
 	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	from := f.rv
-	if rv := opts.ResourceVersion; rv != "" && rv != "0" {
+	currentState := initial
+	if rv := opts.ResourceVersion; rv == "" || rv == "0" {
+		currentState = true
+	} else {
 		n, err := parseRV(rv)
 		if err != nil {
 			return nil, err
@@ -539,21 +544,22 @@ func (f *ListerWatcher[T, L]) Watch(ctx context.Context, opts metav1.ListOptions
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
 	w := newWatcher(ctx, sel, opts.AllowWatchBookmarks, timeout, f.removeWatcher)
-	// Queue the replay or the initial events under f.mu, before any later change, so the
+	// Queue the current state or the replay under f.mu, before any later change, so the
 	// watch sees an unbroken sequence.
-	if initial {
+	switch {
+	case currentState:
 		for _, key := range sortedKeys(f.objects) {
 			if obj := f.objects[key]; sel.matches(obj) {
 				w.push(watch.Event{Type: watch.Added, Object: copyOf(obj)})
 			}
 		}
-		if opts.AllowWatchBookmarks {
+		if initial && opts.AllowWatchBookmarks {
 			bm := f.newObject()
 			bm.SetResourceVersion(formatRV(f.rv))
 			bm.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
 			w.push(watch.Event{Type: watch.Bookmark, Object: bm})
 		}
-	} else {
+	default:
 		for _, c := range f.historyAfter(from) {
 			if e, ok := eventFor(sel, c); ok {
 				w.push(e)

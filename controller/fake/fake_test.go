@@ -296,8 +296,9 @@ func TestWatchReplaysEveryChangeAfterTheResourceVersionThenStreams(t *testing.T)
 		{rv: "1", want: []watch.Event{ev(watch.Added, b2), ev(watch.Modified, a3), ev(watch.Deleted, b4), ev(watch.Added, c5)}},
 		{rv: "3", want: []watch.Event{ev(watch.Deleted, b4), ev(watch.Added, c5)}},
 		{rv: "4", want: []watch.Event{ev(watch.Added, c5)}},
-		{rv: "0", want: []watch.Event{ev(watch.Added, c5)}},
-		{rv: "", want: []watch.Event{ev(watch.Added, c5)}},
+		// As on the API server, "0" and "" start with the current state as ADDED events.
+		{rv: "0", want: []watch.Event{ev(watch.Added, a3), ev(watch.Added, c5)}},
+		{rv: "", want: []watch.Event{ev(watch.Added, a3), ev(watch.Added, c5)}},
 	}
 	for _, tt := range tests {
 		t.Run("from "+tt.rv, func(t *testing.T) {
@@ -308,6 +309,20 @@ func TestWatchReplaysEveryChangeAfterTheResourceVersionThenStreams(t *testing.T)
 				t.Fatalf("events (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// An empty fake lists at "0", which a watch reads as "from any version": the write
+// between the list and the watch must still reach the watch, as the current state.
+func TestWatchFromTheVersionOfAnEmptyListMissesNothing(t *testing.T) {
+	f := newFake()
+	listed := must(f.List(context.Background(), metav1.ListOptions{}))(t)
+	must(f.Create(cm("ns", "a", nil)))(t) // before the watch opens
+	w := mustWatch(t, f, metav1.ListOptions{ResourceVersion: listed.ResourceVersion})
+	must(f.Create(cm("ns", "b", nil)))(t) // after
+	want := []watch.Event{ev(watch.Added, stored(cm("ns", "a", nil), 1, 1)), ev(watch.Added, stored(cm("ns", "b", nil), 2, 2))}
+	if diff := cmp.Diff(want, read(t, w, len(want))); diff != "" {
+		t.Fatalf("listed at %q, events (-want +got):\n%s", listed.ResourceVersion, diff)
 	}
 }
 
