@@ -2,6 +2,7 @@
 # Both build the local control plane (etcd and kube-apiserver, from Go modules) on first
 # use into .cache/bin, which is git-ignored.
 
+SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/.cache/bin
 export TYPEDINFORMER_CONTROLPLANE_BIN := $(BIN)
@@ -21,9 +22,16 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "not gofmt'ed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-## test: vet, then every test (unit, fuzz seeds, end-to-end on a real control plane) with -race
+## test: vet, then every test (unit, fuzz seeds, end-to-end on a real control plane) with -race.
+## The whole output is kept in .cache/test.log; on failure, what failed is repeated at the
+## end, since a timeout's goroutine dump would otherwise bury the name of the test that hung.
 test: controlplane vet
-	$(GO) test -race -count=1 -timeout 30m ./...
+	@mkdir -p .cache
+	$(GO) test -race -count=1 -timeout 30m ./... 2>&1 | tee .cache/test.log; status=$${PIPESTATUS[0]}; \
+	if [ $$status -ne 0 ]; then \
+		echo "== what failed (the whole output is in .cache/test.log) =="; \
+		grep -E -A4 '^(--- FAIL|FAIL|panic: |running tests:)' .cache/test.log | head -n 150; \
+	fi; exit $$status
 
 ## unit: the tests that need no control plane (package typed's own end-to-end tests are TestE2E...)
 unit:
