@@ -25,7 +25,10 @@ type LeaderElection struct {
 	// longest a dead leader blocks a successor.
 	LeaseDuration time.Duration
 	// RenewDeadline is how long the leader keeps trying to renew before it gives up
-	// leading (10s when zero).
+	// leading (10s when zero). A leader cut off from the API server stops leading about
+	// RetryPeriod plus RenewDeadline after its last renewal, plus the time lead takes to
+	// return; a successor can acquire the Lease only LeaseDuration after that renewal.
+	// Two replicas never lead at once only while LeaseDuration exceeds that sum.
 	RenewDeadline time.Duration
 	// RetryPeriod is how often candidates try to acquire or renew (2s when zero).
 	RetryPeriod time.Duration
