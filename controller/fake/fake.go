@@ -517,11 +517,10 @@ func (f *ListerWatcher[T, L]) Watch(ctx context.Context, opts metav1.ListOptions
 	}
 
 	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
-	from := f.rv
-	currentState := initial
-	if rv := opts.ResourceVersion; rv == "" || rv == "0" {
-		currentState = true
-	} else {
+	rv := opts.ResourceVersion
+	currentState := initial || rv == "" || rv == "0"
+	var from int64 // where the replay starts, when there is one
+	if rv != "" && rv != "0" {
 		n, err := parseRV(rv)
 		if err != nil {
 			return nil, err
