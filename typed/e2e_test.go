@@ -219,9 +219,10 @@ func e2eConverges[T event.Object, L reflect.List](t *testing.T, what string, c *
 // Leader election with two replicas.
 
 // A leader cut off from the Lease gives up at most a retry period and a renew deadline
-// after its last renewal; a successor acquires no earlier than a lease duration after it. The lease duration leaves more than two seconds between the two, so
-// that the partitioned test's "never two leaders" holds under the race detector on a
-// loaded machine (with 3s the margin was 0.2-1.5s).
+// after its last renewal; a successor acquires no earlier than a lease duration after
+// it. The lease duration leaves more than two seconds between the two, so that the
+// partitioned test's "never two leaders" holds under the race detector on a loaded
+// machine (with 3s the margin was 0.2-1.5s).
 const (
 	e2eLeaseDuration = 5 * time.Second
 	e2eRenewDeadline = 2 * time.Second
