@@ -10,6 +10,14 @@
 // reader of the collection sees the known objects and the pending queues as one
 // consistent state: Synchronize can never resurrect an object whose deletion is being
 // delivered, and Replace never sees half-applied events.
+//
+// Deviation from DESIGN 5: Replace takes a ListCompleteness. A list that is
+// IncompleteList (its source could not read some of the listed objects: an item of the
+// wrong type, one that does not convert, one without a key) is recorded as synchronization
+// additions only, with no synthesised deletion. A key missing from such a list may be one
+// of the unreadable items, still alive on the server, and a deletion would make the
+// handlers act on a live object as gone (DESIGN 18). Objects that did vanish are deleted
+// by the next complete list or by the watch.
 package eventcache
 
 import (
@@ -27,13 +35,32 @@ import (
 type EventCache[T event.Object] interface {
 	// Add records one event seen on a watch.
 	Add(e event.Event[T]) error
-	// Replace records a complete list of objects: a synchronization addition for each,
-	// and a final-state-unknown deletion for each key that is known or pending but not
-	// listed, atomically.
-	Replace(objects []T, resourceVersion string) error
+	// Replace records a list of objects: a synchronization addition for each, and, when
+	// the list is CompleteList, a final-state-unknown deletion for each key that is known
+	// or pending but not listed, atomically. An IncompleteList synthesises no deletion.
+	Replace(objects []T, resourceVersion string, completeness ListCompleteness) error
 	// Synchronize records a synchronization modification for every known object that has
 	// nothing pending.
 	Synchronize() error
+}
+
+// ListCompleteness says whether a list given to Replace holds every object of its source.
+type ListCompleteness int
+
+const (
+	// CompleteList is a list that holds every object: a known key it lacks is gone.
+	CompleteList ListCompleteness = iota
+	// IncompleteList is a list from which objects that could not be read were left out:
+	// a known key it lacks may be one of them, so Replace deletes nothing.
+	IncompleteList
+)
+
+// String returns "complete" or "incomplete".
+func (c ListCompleteness) String() string {
+	if c == IncompleteList {
+		return "incomplete"
+	}
+	return "complete"
 }
 
 // Consumer receives each key's pending events, oldest first, from the drain loop: Apply,
@@ -124,11 +151,15 @@ func (c *EventQueueCollection[T]) Add(e event.Event[T]) error {
 	return nil
 }
 
-// Replace records a complete list, atomically: a synchronization addition for every
-// listed object, and a final-state-unknown deletion, carrying the newest state known or
-// pending, for every key that is known or pending but not listed. Objects that have no
-// key are skipped and reported in the returned error; the rest of the list is recorded.
-func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
+// Replace records a list, atomically: a synchronization addition for every listed
+// object and, when the list is CompleteList, a final-state-unknown deletion, carrying the
+// newest state known or pending, for every key that is known or pending but not listed.
+//
+// Objects that have no key are skipped and reported in the returned error, and make the
+// list incomplete. An incomplete list synthesises no deletion (this deviates from DESIGN
+// 5, see the package doc): a missing key may belong to an object that is alive but could
+// not be read, and deleting it would tell the handlers a live object is gone.
+func (c *EventQueueCollection[T]) Replace(objects []T, _ string, completeness ListCompleteness) error {
 	keys := make([]string, len(objects))
 	var errs []error
 	for i, obj := range objects {
@@ -142,27 +173,30 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string) error {
 	if errs != nil {
 		// Drop the items without a key here, once, so that nothing below meets them.
 		objects, keys = withKeys(objects, keys)
+		completeness = IncompleteList
 	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	mark := !c.populated
-	// With nothing known or pending, as on the first list, nothing can be gone.
+	// With nothing known or pending, as on the first list, nothing can be gone; from an
+	// incomplete list, nothing is known to be gone.
 	var listed map[string]struct{}
-	if c.known.Len() > 0 || c.fifo.Len() > 0 {
+	deletes := completeness == CompleteList && (c.known.Len() > 0 || c.fifo.Len() > 0)
+	if deletes {
 		listed = make(map[string]struct{}, len(keys))
 		for _, key := range keys {
 			listed[key] = struct{}{}
 		}
 	}
 	c.fifo.Grow(len(objects))
-	if listed == nil {
+	if c.known.Len() == 0 {
 		c.known.reserve(objects)
 	}
 	for i, obj := range objects {
 		c.fifo.Push(keys[i], event.Event[T]{Type: event.Added, Object: obj, Sync: true}, mark)
 	}
-	if listed != nil {
+	if deletes {
 		var gone []event.Event[T]
 		var goneKeys []string
 		c.known.Range(func(key string, obj T) bool {

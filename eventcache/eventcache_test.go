@@ -84,7 +84,7 @@ func (p *pipeline) add(t *testing.T, typ event.Type, o obj) {
 
 func (p *pipeline) replace(t *testing.T, objs ...obj) {
 	t.Helper()
-	if err := p.c.Replace(objs, ""); err != nil {
+	if err := p.c.Replace(objs, "", CompleteList); err != nil {
 		t.Fatalf("Replace: %v", err)
 	}
 }
@@ -178,14 +178,21 @@ func TestSynchronizeNeverResurrects(t *testing.T) {
 	}
 }
 
-func TestReplaceSkipsAndReportsItemsWithoutAKey(t *testing.T) {
+// TestUnreadableListItemNeverBecomesADeletion keeps DESIGN 18: an item Replace cannot key
+// (nil, nameless), or a list its caller says is incomplete, makes Replace record the
+// readable items only and synthesise no deletion, since the missing key may be alive.
+// A complete list still deletes what vanished.
+func TestUnreadableListItemNeverBecomesADeletion(t *testing.T) {
 	tests := []struct {
 		name string
-		// known is listed and drained first, so the bad list is a relist, not the first one.
-		known   []obj
-		list    []obj
-		wantErr []error
-		want    []delivered
+		// known is listed and drained first, so the list under test is a relist.
+		known []obj
+		// pending is added on the watch and left pending when the list arrives.
+		pending      []obj
+		list         []obj
+		completeness ListCompleteness
+		wantErr      []error
+		want         []delivered
 	}{
 		{
 			name:    "first list with a nil item and a nameless item",
@@ -201,6 +208,39 @@ func TestReplaceSkipsAndReportsItemsWithoutAKey(t *testing.T) {
 			known:   []obj{cm("a", "1"), cm("b", "2")},
 			list:    []obj{nil, cm("b", "4")},
 			wantErr: []error{event.ErrNilObject},
+			want:    []delivered{{Key: "ns/b", Type: event.Modified, RV: "4", PriorRV: "2", Sync: true}},
+		},
+		{
+			name:    "relist with a nameless item",
+			known:   []obj{cm("a", "1"), cm("b", "2")},
+			list:    []obj{cm("", "3"), cm("b", "4")},
+			wantErr: []error{event.ErrNoName},
+			want:    []delivered{{Key: "ns/b", Type: event.Modified, RV: "4", PriorRV: "2", Sync: true}},
+		},
+		{
+			name:         "relist its caller says is incomplete",
+			known:        []obj{cm("a", "1"), cm("b", "2")},
+			list:         []obj{cm("b", "4")},
+			completeness: IncompleteList,
+			want:         []delivered{{Key: "ns/b", Type: event.Modified, RV: "4", PriorRV: "2", Sync: true}},
+		},
+		{
+			name:         "incomplete relist with a key only pending",
+			known:        []obj{cm("a", "1")},
+			pending:      []obj{cm("p", "2")},
+			list:         []obj{cm("a", "3")},
+			completeness: IncompleteList,
+			want: []delivered{
+				{Key: "ns/p", Type: event.Added, RV: "2"},
+				{Key: "ns/a", Type: event.Modified, RV: "3", PriorRV: "1", Sync: true},
+			},
+		},
+		{
+			name:    "complete relist deletes what vanished",
+			known:   []obj{cm("a", "1"), cm("b", "2")},
+			pending: []obj{cm("p", "3")},
+			list:    []obj{cm("b", "4")},
+			// p's addition and synthesised deletion cancel out (DESIGN 4).
 			want: []delivered{
 				{Key: "ns/b", Type: event.Modified, RV: "4", PriorRV: "2", Sync: true},
 				{Key: "ns/a", Type: event.Deleted, RV: "1", PriorRV: "1", Sync: true, FinalStateUnknown: true},
@@ -214,7 +254,13 @@ func TestReplaceSkipsAndReportsItemsWithoutAKey(t *testing.T) {
 				p.replace(t, tt.known...)
 				p.drain()
 			}
-			err := p.c.Replace(tt.list, "")
+			for _, o := range tt.pending {
+				p.add(t, event.Added, o)
+			}
+			err := p.c.Replace(tt.list, "", tt.completeness)
+			if len(tt.wantErr) == 0 && err != nil {
+				t.Errorf("Replace returned %v, want no error", err)
+			}
 			for _, want := range tt.wantErr {
 				if !errors.Is(err, want) {
 					t.Errorf("Replace returned %v, want it to wrap %v", err, want)
@@ -227,6 +273,26 @@ func TestReplaceSkipsAndReportsItemsWithoutAKey(t *testing.T) {
 				t.Error("HasSynced is false after the valid items were delivered")
 			}
 		})
+	}
+}
+
+// TestCompleteListAfterAnIncompleteOneDeletesWhatVanished checks that the deletion an
+// incomplete list held back is not lost: the next complete list synthesises it.
+func TestCompleteListAfterAnIncompleteOneDeletesWhatVanished(t *testing.T) {
+	p := newPipeline()
+	p.replace(t, cm("a", "1"), cm("b", "2"))
+	p.drain()
+	if err := p.c.Replace([]obj{cm("b", "3")}, "", IncompleteList); err != nil {
+		t.Fatal(err)
+	}
+	p.drain()
+	p.replace(t, cm("b", "3"))
+	want := []delivered{
+		{Key: "ns/b", Type: event.Modified, RV: "3", PriorRV: "3", Sync: true},
+		{Key: "ns/a", Type: event.Deleted, RV: "1", PriorRV: "1", Sync: true, FinalStateUnknown: true},
+	}
+	if diff := cmp.Diff(want, p.drain()); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
 	}
 }
 

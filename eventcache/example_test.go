@@ -33,9 +33,9 @@ func ExampleEventQueueCollection_Replace() {
 	}
 
 	a := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
-	_ = c.Replace([]*corev1.ConfigMap{a}, "1")
+	_ = c.Replace([]*corev1.ConfigMap{a}, "1", eventcache.CompleteList)
 	drainOne()
-	_ = c.Replace(nil, "2")
+	_ = c.Replace(nil, "2", eventcache.CompleteList)
 	drainOne()
 	fmt.Println("synced:", c.HasSynced(), "known:", w.Store().Len())
 	// Output:

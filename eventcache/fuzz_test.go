@@ -13,9 +13,10 @@ import (
 	"github.com/typedinformer/typedinformer/queue"
 )
 
-// FuzzEventQueueCollection drives a collection with random Add, Replace, Synchronize and
-// drain sequences and checks it against a reference model that applies every operation
-// in order with no queues: after a full drain the known objects, and what the deliveries
+// FuzzEventQueueCollection drives a collection with random Add, Replace (complete and
+// incomplete), Synchronize and drain sequences and checks it against a reference model
+// that applies every operation in order with no queues (a complete list replaces the
+// model, an incomplete one only adds to it): after a full drain the known objects, and what the deliveries
 // add up to, equal the model (nothing lost, nothing resurrected), every delivery follows
 // from the ones before it (internal/eventcheck), and no key's queue grows past the
 // compression bound.
@@ -48,7 +49,7 @@ func FuzzEventQueueCollection(f *testing.F) {
 			}
 		}
 		for i := 0; i+1 < len(ops); i += 2 {
-			op, arg := ops[i]%7, ops[i+1]
+			op, arg := ops[i]%8, ops[i+1]
 			key := keys[int(arg)%len(keys)]
 			switch op {
 			case 0, 1, 2:
@@ -62,9 +63,15 @@ func FuzzEventQueueCollection(f *testing.F) {
 				} else {
 					model["ns/"+key] = o
 				}
-			case 3:
+			case 3, 7:
 				var list []obj
-				model = map[string]obj{}
+				completeness := CompleteList
+				if op == 7 {
+					// Unread items may be any of the unlisted keys: nothing is deleted.
+					completeness = IncompleteList
+				} else {
+					model = map[string]obj{}
+				}
 				for j, k := range keys {
 					if arg&(1<<j) != 0 {
 						o := cm(k, next())
@@ -72,7 +79,7 @@ func FuzzEventQueueCollection(f *testing.F) {
 						model["ns/"+k] = o
 					}
 				}
-				if err := c.Replace(list, strconv.Itoa(rv)); err != nil {
+				if err := c.Replace(list, strconv.Itoa(rv), completeness); err != nil {
 					t.Fatal(err)
 				}
 			case 4:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -21,8 +22,8 @@ func (p printCache) Add(e event.Event[*corev1.ConfigMap]) error {
 	return nil
 }
 
-func (p printCache) Replace(objs []*corev1.ConfigMap, rv string) error {
-	fmt.Println("replace:", len(objs), "objects at resource version", rv)
+func (p printCache) Replace(objs []*corev1.ConfigMap, rv string, completeness eventcache.ListCompleteness) error {
+	fmt.Println("replace:", len(objs), "objects at resource version", rv, "("+completeness.String()+")")
 	return nil
 }
 
@@ -44,7 +45,7 @@ func Example() {
 	<-stopped
 	fmt.Println("last resource version:", r.LastSyncResourceVersion())
 	// Output:
-	// replace: 1 objects at resource version 1
+	// replace: 1 objects at resource version 1 (complete)
 	// add: ADDED b
 	// last resource version: 2
 }

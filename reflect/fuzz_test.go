@@ -2,6 +2,7 @@ package reflect_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -19,16 +21,30 @@ import (
 )
 
 // scriptedLW lists nothing, serves one scripted watch stream, then watches that never end.
+// Before that, it answers List and Watch with the scripted faults, in order.
 type scriptedLW struct {
 	first   chan watch.Event
 	watches chan struct{}
+	// listFaults and watchFaults are answered, one per call, before the good answers.
+	listFaults  []*corev1.ConfigMapList
+	watchFaults []watch.Interface
 }
 
 func (s *scriptedLW) List(context.Context, metav1.ListOptions) (*corev1.ConfigMapList, error) {
+	if len(s.listFaults) > 0 {
+		l := s.listFaults[0]
+		s.listFaults = s.listFaults[1:]
+		return l, nil
+	}
 	return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
 }
 
 func (s *scriptedLW) Watch(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+	if len(s.watchFaults) > 0 {
+		w := s.watchFaults[0]
+		s.watchFaults = s.watchFaults[1:]
+		return w, nil
+	}
 	select {
 	case s.watches <- struct{}{}:
 	default:
@@ -41,18 +57,24 @@ func (s *scriptedLW) Watch(ctx context.Context, _ metav1.ListOptions) (watch.Int
 }
 
 // FuzzReflectorWatchEvents sends random watch streams, with events of every type and
-// objects of the wrong type, nil objects, nameless objects and ERROR events, through a
-// reflector into an event cache. It checks that nothing panics and that the cache ends
-// equal to a model that applies the valid events in order up to the first ERROR event
-// (which ends the watch).
+// objects of the wrong type, nil and typed-nil objects (in additions, deletions,
+// bookmarks and ERROR events), Unreadables, nameless objects and ERROR events, through a
+// reflector into an event cache, after random faults of the ListerWatcher (typed-nil
+// lists, nil and typed-nil watches, watches with no channel). It checks that nothing
+// panics and that the cache ends equal to a model that applies the valid events in order
+// up to the first ERROR event (which ends the watch).
 func FuzzReflectorWatchEvents(f *testing.F) {
 	fuzzseed.Add(f, "FuzzReflectorWatchEvents")
 	f.Fuzz(func(t *testing.T, script []byte) {
 		var events []watch.Event
+		var listFaults []*corev1.ConfigMapList
+		var watchFaults []watch.Interface
 		model := map[string]string{}
 		rv := 1
+	script:
 		for i := 0; i+1 < len(script); i += 2 {
-			op, name := script[i]%10, "cm-"+strconv.Itoa(int(script[i+1]%4))
+			op, arg := script[i]%16, script[i+1]
+			name := "cm-" + strconv.Itoa(int(arg%4))
 			rv++
 			o := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: strconv.Itoa(rv)}}
 			switch op {
@@ -77,9 +99,21 @@ func FuzzReflectorWatchEvents(f *testing.F) {
 				events = append(events, watch.Event{Type: watch.Deleted, Object: (*corev1.ConfigMap)(nil)})
 			case 9:
 				events = append(events, watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "fuzz"}})
-			}
-			if op == 9 {
-				break
+				break script
+			case 10:
+				events = append(events, watch.Event{Type: watch.Bookmark, Object: []runtime.Object{nil, (*corev1.ConfigMap)(nil), (*metav1.Status)(nil), &reflect.Unreadable{}}[arg%4]})
+			case 11:
+				// An object the ListerWatcher could not read: the cached state stays.
+				events = append(events, watch.Event{Type: []watch.EventType{watch.Added, watch.Modified, watch.Deleted}[arg%3], Object: &reflect.Unreadable{Object: o, Err: errors.New("fuzz")}})
+			case 12:
+				events = append(events, watch.Event{Type: watch.Added, Object: []runtime.Object{nil, (*corev1.ConfigMap)(nil), (*reflect.Unreadable)(nil), (*corev1.Secret)(nil)}[arg%4]})
+			case 13:
+				events = append(events, watch.Event{Type: watch.Error, Object: []runtime.Object{nil, (*metav1.Status)(nil), (*corev1.ConfigMap)(nil), o}[arg%4]})
+				break script
+			case 14:
+				listFaults = append(listFaults, nil)
+			case 15:
+				watchFaults = append(watchFaults, []watch.Interface{nil, (*watch.FakeWatcher)(nil), nilChanWatch{}, (*watch.RaceFreeFakeWatcher)(nil)}[arg%4])
 			}
 		}
 		ch := make(chan watch.Event, len(events))
@@ -87,7 +121,7 @@ func FuzzReflectorWatchEvents(f *testing.F) {
 			ch <- e
 		}
 		close(ch)
-		lw := &scriptedLW{first: ch, watches: make(chan struct{}, 100)}
+		lw := &scriptedLW{first: ch, watches: make(chan struct{}, 100), listFaults: listFaults, watchFaults: watchFaults}
 
 		w := eventcache.NewWriter[*corev1.ConfigMap](nil)
 		c := eventcache.NewEventQueueCollection(w.Store(), eventcache.Options[*corev1.ConfigMap]{})

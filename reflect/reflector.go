@@ -20,12 +20,25 @@
 //     (client-go's "very short watch"): that is a server closing watches at once, to be
 //     retried with backoff rather than in a hot loop. A longer quiet watch is the server's
 //     ordinary timeout: it is resumed at once and logged only at verbosity 4, not reported.
-//   - A watch ERROR event becomes an error wrapping the server's *apierrors.StatusError,
-//     so errors.As and apierrors.IsGone and friends work on it.
-//   - A list item or watched object of the wrong type, a nil one, a nil result of
-//     Options.Transform or an object the cache rejects (one with no name) is reported
-//     through Options.OnError and counted, and the rest of the list or stream is processed:
-//     it never panics and never drops an object silently.
+//   - A watch ERROR event becomes an error wrapping the server's *apierrors.StatusError
+//     (sent as a *metav1.Status, or as an Unstructured Status by the dynamic client), so
+//     errors.As and apierrors.IsGone and friends work on it.
+//   - A list item or watched object of the wrong type, a nil or typed-nil one, an
+//     Unreadable, a nil result of Options.Transform or an object the cache rejects (one
+//     with no name) is reported through Options.OnError and counted, and the rest of the
+//     list or stream is processed: it never panics and never drops an object silently.
+//   - A list from which anything could not be read (such an item, or a List that returns
+//     its list with an error wrapping ErrIncompleteList) replaces the cache as
+//     eventcache.IncompleteList: what is missing from it is not deleted, since it may be
+//     a live object that could not be read (DESIGN 18). A watched object that cannot be
+//     read keeps its cached state.
+//   - A ListerWatcher that returns nil and no error from List or Watch (ErrNilResult), a
+//     watch with no result channel, a nil or typed-nil ERROR status or bookmark object:
+//     every input at this boundary is a reported error, never a panic, and a failed list
+//     or watch is retried with backoff like any other.
+//
+// Errors go to Options.OnError; without one they are logged, routine protocol events
+// (IsRoutine) at verbosity 2 and the rest as errors.
 //
 // The reflector never waits for handlers: the EventCache operations it calls do not
 // block on consumers.
@@ -36,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	goreflect "reflect"
 	"strings"
 	"sync"
 	"time"
@@ -55,8 +69,22 @@ import (
 )
 
 // ErrUnexpectedObject is returned, wrapped, for a list item or watch event whose object is
-// not of the reflector's type T, or is nil, and for a nil result of Options.Transform.
+// not of the reflector's type T, is nil or is an Unreadable, for a bookmark or ERROR event
+// whose object cannot be read, and for a nil result of Options.Transform.
 var ErrUnexpectedObject = errors.New("unexpected object")
+
+// ErrNilResult is returned, wrapped, when a ListerWatcher's List or Watch returns nil (or a
+// typed nil) and no error, or a watch whose result channel is nil: there is nothing to
+// read, and reading it would panic or block forever. The reflector backs off and retries.
+var ErrNilResult = errors.New("ListerWatcher returned nil and no error")
+
+// ErrIncompleteList, wrapped in the error of a ListerWatcher's List that also returns a
+// non-nil list, means that the list holds the items the ListerWatcher could read and that
+// others exist. The reflector reports the error through Options.OnError, keeps the items
+// and replaces the cache with them as eventcache.IncompleteList, which deletes nothing:
+// a live object that could not be read must not be reported deleted. A List that returns
+// a nil list with such an error has failed as a whole.
+var ErrIncompleteList = errors.New("incomplete list: some items could not be read")
 
 // ErrWatchEvent is wrapped by the error a watch ERROR event becomes, together with the
 // server's *apierrors.StatusError.
@@ -173,14 +201,22 @@ func (r *Reflector[T, L]) setRV(rv string) {
 	}
 }
 
+// report counts err and hands it to Options.OnError, or, without one, logs it at the
+// level IsRoutine says, so that no error goes unseen and none is logged twice.
 func (r *Reflector[T, L]) report(ctx context.Context, err error) {
-	klog.FromContext(ctx).V(2).Info("reflector error", "reflector", r.opts.Name, "err", err)
 	if r.opts.Metrics != nil {
 		r.opts.Metrics.Error()
 	}
 	if r.opts.OnError != nil {
 		r.opts.OnError(err)
+		return
 	}
+	logger := klog.FromContext(ctx)
+	if IsRoutine(err) {
+		logger.V(2).Info("reflector: routine list/watch event", "reflector", r.opts.Name, "err", err)
+		return
+	}
+	logger.Error(err, "reflector error", "reflector", r.opts.Name)
 }
 
 // Run lists and watches until ctx is done, backing off after failures. Every failure is
@@ -256,8 +292,9 @@ func (r *Reflector[T, L]) needsList() bool {
 func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, err error) {
 	start := r.clock.Now() // of the watch; for a watch-list, of the list it continues
 	var w watch.Interface
+	var events <-chan watch.Event
 	if r.needsList() {
-		w, err = r.list(ctx)
+		w, events, err = r.list(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -271,16 +308,16 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 	for {
 		if w == nil {
 			start = r.clock.Now()
-			w, err = r.lw.Watch(ctx, r.listOptions(metav1.ListOptions{
+			w, events, err = r.watch(ctx, metav1.ListOptions{
 				ResourceVersion:     r.LastSyncResourceVersion(),
 				AllowWatchBookmarks: true,
 				TimeoutSeconds:      watchTimeout(),
-			}))
+			})
 			if err != nil {
 				return progressed, r.classify(fmt.Errorf("watch: %w", err))
 			}
 		}
-		n, err := r.handleWatch(ctx, w, resync)
+		n, err := r.handleWatch(ctx, events, resync)
 		w.Stop()
 		w = nil
 		progressed = progressed || n > 0
@@ -315,6 +352,25 @@ func (r *Reflector[T, L]) listOptions(opts metav1.ListOptions) metav1.ListOption
 	return opts
 }
 
+// watch opens a watch with opts (tweaked) and returns it with its result channel. A nil
+// watch or result channel is an error wrapping ErrNilResult: using it would panic or
+// block forever.
+func (r *Reflector[T, L]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, <-chan watch.Event, error) {
+	w, err := r.lw.Watch(ctx, r.listOptions(opts))
+	if err != nil {
+		return nil, nil, err
+	}
+	if isNil(w) {
+		return nil, nil, fmt.Errorf("%w: Watch returned %#v", ErrNilResult, w)
+	}
+	events := w.ResultChan()
+	if events == nil {
+		w.Stop()
+		return nil, nil, fmt.Errorf("%w: Watch returned a %T whose result channel is nil", ErrNilResult, w)
+	}
+	return w, events, nil
+}
+
 // listRV is the resource version to list from: for a plain list "0" (any, cheap, from the watch
 // cache) for the first list, "" (a consistent read) after 410 Gone or "too large resource
 // version", since the cached state may be older than what the reflector has already seen.
@@ -332,54 +388,76 @@ func (r *Reflector[T, L]) listRV(watchList bool) string {
 }
 
 // list lists (or watch-lists) and replaces the cache. For a watch-list it returns the
-// open watch, to be continued.
-func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, error) {
+// open watch and its result channel, to be continued.
+func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan watch.Event, error) {
 	start := r.clock.Now()
 	if r.opts.WatchList && !r.watchListUnsupported {
-		w, n, err := r.watchList(ctx)
+		w, events, n, err := r.watchList(ctx)
 		if err == nil {
 			r.listed(n, start)
-			return w, nil
+			return w, events, nil
 		}
 		if !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) && !apierrors.IsMethodNotSupported(err) {
-			return nil, r.classify(err)
+			return nil, nil, r.classify(err)
 		}
 		klog.FromContext(ctx).V(2).Info("server rejected watch-list, falling back to list", "reflector", r.opts.Name, "err", err)
 		r.watchListUnsupported = true
 	}
+	// partial holds the errors of the pages the ListerWatcher could read only in part. The
+	// pager drops a page that comes with an error, so the page function sets the error
+	// aside and passes the page on.
+	var partial []error
 	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
-		return r.lw.List(ctx, opts)
+		if opts.Continue == "" {
+			// A first page, or the pager's full list after an expired continue token: the
+			// pages read before are not part of the result.
+			partial = nil
+		}
+		l, err := r.lw.List(ctx, opts)
+		switch {
+		case err != nil && (isNil(l) || !errors.Is(err, ErrIncompleteList)):
+			return nil, err
+		case isNil(l):
+			return nil, fmt.Errorf("%w: List returned %#v", ErrNilResult, l)
+		case err != nil:
+			partial = append(partial, err)
+		}
+		return l, nil
 	}))
 	p.PageSize = r.opts.PageSize
 	list, _, err := p.List(ctx, r.listOptions(metav1.ListOptions{ResourceVersion: r.listRV(false)}))
 	if err != nil {
-		return nil, r.classify(fmt.Errorf("list: %w", err))
+		return nil, nil, r.classify(fmt.Errorf("list: %w", err))
 	}
 	acc, err := meta.ListAccessor(list)
 	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
+		return nil, nil, fmt.Errorf("list: %w: %w", ErrUnexpectedObject, err)
 	}
 	raw, err := meta.ExtractList(list)
 	if err != nil {
-		return nil, fmt.Errorf("list: %w", err)
+		return nil, nil, fmt.Errorf("list: %w: %w", ErrUnexpectedObject, err)
+	}
+	completeness := eventcache.CompleteList
+	for _, err := range partial {
+		r.report(ctx, fmt.Errorf("%s: list: %w", r.opts.Name, err))
+		completeness = eventcache.IncompleteList
 	}
 	items := make([]T, 0, len(raw))
 	for i, o := range raw {
-		obj, ok := accept[T](o)
-		if !ok {
-			r.report(ctx, fmt.Errorf("%s: list item %d: %w", r.opts.Name, i, errUnexpected[T](o)))
+		obj, _, err := r.read(o)
+		if err != nil {
+			r.report(ctx, fmt.Errorf("%s: list item %d: %w", r.opts.Name, i, err))
+			completeness = eventcache.IncompleteList
 			continue
 		}
-		if obj, ok = r.transform(ctx, obj); ok {
-			items = append(items, obj)
-		}
+		items = append(items, obj)
 	}
-	if err := r.cache.Replace(items, acc.GetResourceVersion()); err != nil {
+	if err := r.cache.Replace(items, acc.GetResourceVersion(), completeness); err != nil {
 		r.report(ctx, fmt.Errorf("%s: replace: %w", r.opts.Name, err))
 	}
 	r.setRV(acc.GetResourceVersion())
 	r.listed(len(items), start)
-	return nil, nil
+	return nil, nil, nil
 }
 
 func (r *Reflector[T, L]) listed(n int, start time.Time) {
@@ -392,71 +470,75 @@ func (r *Reflector[T, L]) listed(n int, start time.Time) {
 }
 
 // watchList streams the initial state through a watch and replaces the cache once the
-// server's initial-events-end bookmark arrives. It returns the watch to be continued.
-func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, int, error) {
+// server's initial-events-end bookmark arrives. It returns the watch and its result
+// channel, to be continued.
+func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-chan watch.Event, int, error) {
 	sendInitial := true
-	w, err := r.lw.Watch(ctx, r.listOptions(metav1.ListOptions{
+	w, events, err := r.watch(ctx, metav1.ListOptions{
 		ResourceVersion:      r.listRV(true),
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		SendInitialEvents:    &sendInitial,
 		AllowWatchBookmarks:  true,
 		TimeoutSeconds:       watchTimeout(),
-	}))
+	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("watch-list: %w", err)
+		return nil, nil, 0, fmt.Errorf("watch-list: %w", err)
 	}
 	var items []T
+	completeness := eventcache.CompleteList
 	for {
 		var e watch.Event
 		var ok bool
 		select {
 		case <-ctx.Done():
 			w.Stop()
-			return nil, 0, ctx.Err()
-		case e, ok = <-w.ResultChan():
+			return nil, nil, 0, ctx.Err()
+		case e, ok = <-events:
 		}
 		if !ok {
 			w.Stop()
-			return nil, 0, fmt.Errorf("watch-list: watch closed before the initial events ended")
+			return nil, nil, 0, fmt.Errorf("watch-list: watch closed before the initial events ended")
 		}
 		if r.opts.Metrics != nil {
 			r.opts.Metrics.WatchEvent(e.Type)
 		}
 		switch e.Type {
 		case watch.Added, watch.Modified:
-			obj, ok := accept[T](e.Object)
-			if !ok {
-				r.report(ctx, fmt.Errorf("%s: watch-list %s event: %w", r.opts.Name, e.Type, errUnexpected[T](e.Object)))
-				continue
-			}
-			if obj, ok = r.transform(ctx, obj); ok {
-				items = append(items, obj)
-			}
-		case watch.Bookmark:
-			acc, err := meta.Accessor(e.Object)
+			obj, _, err := r.read(e.Object)
 			if err != nil {
-				r.report(ctx, fmt.Errorf("%s: watch-list bookmark: %w: %w", r.opts.Name, ErrUnexpectedObject, err))
+				r.report(ctx, fmt.Errorf("%s: watch-list %s event: %w", r.opts.Name, e.Type, err))
+				completeness = eventcache.IncompleteList
 				continue
 			}
-			if acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-				if err := r.cache.Replace(items, acc.GetResourceVersion()); err != nil {
+			items = append(items, obj)
+		case watch.Bookmark:
+			rv, initialEventsEnd, err := readBookmark(e.Object)
+			if err != nil {
+				r.report(ctx, fmt.Errorf("%s: watch-list bookmark: %w", r.opts.Name, err))
+				continue
+			}
+			if initialEventsEnd {
+				if err := r.cache.Replace(items, rv, completeness); err != nil {
 					r.report(ctx, fmt.Errorf("%s: replace: %w", r.opts.Name, err))
 				}
-				r.setRV(acc.GetResourceVersion())
-				return w, len(items), nil
+				r.setRV(rv)
+				return w, events, len(items), nil
 			}
 		case watch.Error:
 			w.Stop()
-			return nil, 0, watchError(e.Object)
+			return nil, nil, 0, watchError(e.Object)
 		default:
+			// The initial events hold only additions: whatever else came may have stood for
+			// an object of the list.
 			r.report(ctx, fmt.Errorf("%s: watch-list: %w: event type %q", r.opts.Name, ErrUnexpectedObject, e.Type))
+			completeness = eventcache.IncompleteList
 		}
 	}
 }
 
 // handleWatch applies w's events to the cache until w ends, fails or ctx is done, and
 // returns how many events it received.
-func (r *Reflector[T, L]) handleWatch(ctx context.Context, w watch.Interface, resync <-chan time.Time) (int, error) {
+func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.Event, resync <-chan time.Time) (int, error) {
 	n := 0
 	for {
 		var e watch.Event
@@ -469,7 +551,7 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, w watch.Interface, re
 				r.report(ctx, fmt.Errorf("%s: synchronize: %w", r.opts.Name, err))
 			}
 			continue
-		case e, ok = <-w.ResultChan():
+		case e, ok = <-events:
 		}
 		if !ok {
 			return n, nil
@@ -489,10 +571,10 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, w watch.Interface, re
 		case watch.Deleted:
 			t = event.Deleted
 		case watch.Bookmark:
-			if acc, err := meta.Accessor(e.Object); err == nil {
-				r.setRV(acc.GetResourceVersion())
+			if rv, _, err := readBookmark(e.Object); err == nil {
+				r.setRV(rv)
 			} else {
-				r.report(ctx, fmt.Errorf("%s: bookmark: %w: %w", r.opts.Name, ErrUnexpectedObject, err))
+				r.report(ctx, fmt.Errorf("%s: bookmark: %w", r.opts.Name, err))
 			}
 			continue
 		case watch.Error:
@@ -501,13 +583,11 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, w watch.Interface, re
 			r.report(ctx, fmt.Errorf("%s: %w: watch event type %q", r.opts.Name, ErrUnexpectedObject, e.Type))
 			continue
 		}
-		obj, ok := accept[T](e.Object)
-		if !ok {
-			r.report(ctx, fmt.Errorf("%s: watch %s event: %w", r.opts.Name, e.Type, errUnexpected[T](e.Object)))
-			continue
-		}
-		rv := obj.GetResourceVersion()
-		if obj, ok = r.transform(ctx, obj); !ok {
+		obj, rv, err := r.read(e.Object)
+		if err != nil {
+			// The object keeps its cached state, and the resource version stays before the
+			// event, so that a watch resumed from it sees the event again.
+			r.report(ctx, fmt.Errorf("%s: watch %s event: %w", r.opts.Name, e.Type, err))
 			continue
 		}
 		if err := r.cache.Add(event.Event[T]{Type: t, Object: obj}); err != nil {
@@ -517,48 +597,98 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, w watch.Interface, re
 	}
 }
 
-// accept returns o as a T, or false for an object of another type or a nil one.
-func accept[T event.Object](o runtime.Object) (T, bool) {
+// read returns o as a T, after Options.Transform, with the resource version it had before
+// the transform; or an error, wrapping ErrUnexpectedObject or the transform's error, for
+// an Unreadable, a nil or typed-nil object, one of another type than T, and one the
+// transform fails on or turns into nil.
+func (r *Reflector[T, L]) read(o runtime.Object) (T, string, error) {
 	var zero T
-	obj, ok := o.(T)
-	if !ok || obj == zero {
-		return zero, false
+	if u, ok := o.(*Unreadable); ok && u != nil {
+		cause := u.Err
+		if cause == nil {
+			cause = errors.New("no reason given")
+		}
+		return zero, "", fmt.Errorf("%w: unreadable %T: %w", ErrUnexpectedObject, u.Object, cause)
 	}
-	return obj, true
-}
-
-func (r *Reflector[T, L]) transform(ctx context.Context, obj T) (T, bool) {
+	obj, ok := o.(T)
+	if !ok || obj == zero || isNil(obj) {
+		return zero, "", errUnexpected[T](o)
+	}
+	rv := obj.GetResourceVersion()
 	if r.opts.Transform == nil {
-		return obj, true
+		return obj, rv, nil
 	}
 	out, err := r.opts.Transform(obj)
-	var zero T
-	if err == nil && out == zero {
+	if err == nil && (out == zero || isNil(out)) {
 		// The cache and handlers dereference what they get, so a nil must stop here.
 		err = fmt.Errorf("%w: Transform returned nil", ErrUnexpectedObject)
 	}
 	if err != nil {
-		r.report(ctx, fmt.Errorf("%s: transform %s/%s: %w", r.opts.Name, obj.GetNamespace(), obj.GetName(), err))
-		return zero, false
+		return zero, "", fmt.Errorf("transform %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
-	return out, true
+	return out, rv, nil
 }
 
 func errUnexpected[T event.Object](o runtime.Object) error {
 	var want T
-	if t, ok := o.(T); o == nil || ok && t == want {
+	if isNil(o) {
 		return fmt.Errorf("%w: nil object, want %T", ErrUnexpectedObject, want)
+	}
+	if _, ok := o.(T); ok {
+		return fmt.Errorf("%w: %T holding nil, want %T", ErrUnexpectedObject, o, want)
 	}
 	return fmt.Errorf("%w: got %T, want %T", ErrUnexpectedObject, o, want)
 }
 
-// watchError turns the object of an ERROR event into an error that wraps ErrWatchEvent and
-// the server's status.
-func watchError(o runtime.Object) error {
-	if status, ok := o.(*metav1.Status); ok {
-		return fmt.Errorf("%w: %w", ErrWatchEvent, apierrors.FromObject(status))
+// isNil reports whether v is nil or a typed nil (a nil pointer, map, slice, channel or
+// function in an interface), which a comparison with nil does not catch.
+func isNil(v any) bool {
+	if v == nil {
+		return true
 	}
-	return fmt.Errorf("%w: %w: got %T, want *v1.Status", ErrWatchEvent, ErrUnexpectedObject, o)
+	switch rv := goreflect.ValueOf(v); rv.Kind() {
+	case goreflect.Pointer, goreflect.Map, goreflect.Slice, goreflect.Chan, goreflect.Func, goreflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// readBookmark returns the resource version of a BOOKMARK event's object and whether it
+// marks the end of a watch-list's initial events, or an error wrapping
+// ErrUnexpectedObject for an object with no readable metadata.
+func readBookmark(o runtime.Object) (rv string, initialEventsEnd bool, err error) {
+	if isNil(o) {
+		return "", false, fmt.Errorf("%w: nil bookmark object %#v", ErrUnexpectedObject, o)
+	}
+	acc, err := meta.Accessor(o)
+	if err != nil {
+		return "", false, fmt.Errorf("%w: %w", ErrUnexpectedObject, err)
+	}
+	if isNil(acc) {
+		return "", false, fmt.Errorf("%w: %T has nil metadata", ErrUnexpectedObject, o)
+	}
+	return acc.GetResourceVersion(), acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true", nil
+}
+
+// watchError turns the object of an ERROR event into an error that wraps ErrWatchEvent and
+// the server's status: a *metav1.Status, or an Unstructured one as the dynamic client
+// decodes it. Any other object, nil included, wraps ErrUnexpectedObject instead.
+func watchError(o runtime.Object) error {
+	if isNil(o) {
+		return fmt.Errorf("%w: %w: nil object %#v, want a *v1.Status", ErrWatchEvent, ErrUnexpectedObject, o)
+	}
+	err := apierrors.FromObject(o)
+	var unexpected *apierrors.UnexpectedObjectError
+	var status apierrors.APIStatus
+	switch {
+	case errors.As(err, &unexpected):
+		return fmt.Errorf("%w: %w: got %T, want a *v1.Status", ErrWatchEvent, ErrUnexpectedObject, o)
+	case errors.As(err, &status):
+		return fmt.Errorf("%w: %w", ErrWatchEvent, err)
+	default:
+		// An Unstructured Status that does not convert.
+		return fmt.Errorf("%w: %w: %w", ErrWatchEvent, ErrUnexpectedObject, err)
+	}
 }
 
 // watchTimeout spreads watch timeouts over 5 to 10 minutes, as client-go does, so that

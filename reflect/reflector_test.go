@@ -23,6 +23,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -69,7 +70,7 @@ func (c *recordingCache) Add(e event.Event[obj]) error {
 	return nil
 }
 
-func (c *recordingCache) Replace(objs []obj, _ string) error {
+func (c *recordingCache) Replace(objs []obj, _ string, _ eventcache.ListCompleteness) error {
 	names := []string{}
 	for _, o := range objs {
 		names = append(names, o.Name)
@@ -312,6 +313,9 @@ func TestBadWatchObjectsAreReportedAndSkipped(t *testing.T) {
 		{name: "object of the wrong type", event: watch.Event{Type: watch.Added, Object: &corev1.Secret{}}, wantErr: reflect.ErrUnexpectedObject},
 		{name: "nil object", event: watch.Event{Type: watch.Modified}, wantErr: reflect.ErrUnexpectedObject},
 		{name: "typed nil object", event: watch.Event{Type: watch.Modified, Object: (*corev1.ConfigMap)(nil)}, wantErr: reflect.ErrUnexpectedObject},
+		{name: "typed nil object in a deletion", event: watch.Event{Type: watch.Deleted, Object: (*corev1.ConfigMap)(nil)}, wantErr: reflect.ErrUnexpectedObject},
+		{name: "unreadable with no object", event: watch.Event{Type: watch.Added, Object: &reflect.Unreadable{}}, wantErr: reflect.ErrUnexpectedObject},
+		{name: "typed nil unreadable", event: watch.Event{Type: watch.Modified, Object: (*reflect.Unreadable)(nil)}, wantErr: reflect.ErrUnexpectedObject},
 		{name: "object with no name", event: watch.Event{Type: watch.Added, Object: cm("")}, wantErr: event.ErrNoName},
 		{name: "unknown event type", event: watch.Event{Type: "BOGUS", Object: cm("x")}, wantErr: reflect.ErrUnexpectedObject},
 	}

@@ -1,0 +1,44 @@
+package reflect
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Unreadable stands, in a watch event, for an object that a ListerWatcher received but
+// could not turn into its T, such as a custom resource that no longer converts to its Go
+// struct. The reflector reports Err through Options.OnError and skips the event, so the
+// cached state of the object is kept (neither updated nor deleted); during a watch-list's
+// initial events it also makes the list incomplete (see ErrIncompleteList).
+//
+// A ListerWatcher that converts objects sends an Unreadable rather than dropping the
+// event, so that the failure reaches the reflector's error handler with its detail.
+//
+// It implements runtime.Object with methods of its own rather than by embedding Object,
+// so that an Unreadable whose Object is nil does not panic whoever copies it.
+type Unreadable struct {
+	// Object is what was received, for context; it may be nil.
+	Object runtime.Object
+	// Err says why Object could not be read.
+	Err error
+}
+
+// GetObjectKind returns the kind of Object, or an empty kind when there is none.
+func (u *Unreadable) GetObjectKind() schema.ObjectKind {
+	if u == nil || isNil(u.Object) {
+		return schema.EmptyObjectKind
+	}
+	return u.Object.GetObjectKind()
+}
+
+// DeepCopyObject returns a copy with a deep copy of Object and the same Err.
+func (u *Unreadable) DeepCopyObject() runtime.Object {
+	if u == nil {
+		return (*Unreadable)(nil)
+	}
+	out := &Unreadable{Err: u.Err}
+	if !isNil(u.Object) {
+		out.Object = u.Object.DeepCopyObject()
+	}
+	return out
+}
