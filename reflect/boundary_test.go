@@ -217,8 +217,10 @@ func TestBadInputAtTheBoundaryIsAReportedErrorNeverAPanic(t *testing.T) {
 			wantErr: []error{reflect.ErrNilResult},
 		},
 		{
-			name:    "Watch returns a watch with a nil channel",
-			newLW:   func(src *lw) any { return &faultyLW[*corev1.ConfigMapList]{src: src, watch: watchAt(1, instead(nilChanWatch{}))} },
+			name: "Watch returns a watch with a nil channel",
+			newLW: func(src *lw) any {
+				return &faultyLW[*corev1.ConfigMapList]{src: src, watch: watchAt(1, instead(nilChanWatch{}))}
+			},
 			wantErr: []error{reflect.ErrNilResult},
 		},
 		{
