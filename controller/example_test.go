@@ -28,8 +28,8 @@ func Example() {
 		UpdateFunc: func(_ context.Context, old, cm *corev1.ConfigMap) {
 			fmt.Println("updated", cm.Name, "data", old.Data, "->", cm.Data)
 		},
-		DeleteFunc: func(_ context.Context, cm *corev1.ConfigMap) {
-			fmt.Println("deleted", cm.Name)
+		DeleteFunc: func(_ context.Context, cm *corev1.ConfigMap, finalStateUnknown bool) {
+			fmt.Println("deleted", cm.Name, "final state unknown:", finalStateUnknown)
 			close(done)
 		},
 	})
@@ -51,7 +51,7 @@ func Example() {
 	// Output:
 	// added default/settings
 	// updated settings data map[] -> map[mode:fast]
-	// deleted settings
+	// deleted settings final state unknown: false
 	// known objects: 0
 }
 

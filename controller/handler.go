@@ -27,15 +27,27 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, e event.Event[T]) { f(ctx, e
 
 // HandlerFuncs adapts up to three plain functions, one per event type, to a Handler, in
 // the shape of client-go's ResourceEventHandlerFuncs. A nil function ignores its events.
+//
+// Unlike client-go's, a handler's backlog merges the pending changes of a key (see package
+// queue): a change that reaches the backlog while the key's addition is still pending is
+// delivered inside that addition, not as an update. That includes a change made right
+// after Controller.WaitForSync returned, which says the initial list is in the handlers'
+// backlogs, not that they have handled it. A handler that reacts to changes should
+// therefore act on the object's whole state in AddFunc as in UpdateFunc (level-driven, as
+// typed.Loop does); one that must see an update should wait for its own
+// Registration.WaitForSync before making the change, or use WithFullHistory.
 type HandlerFuncs[T event.Object] struct {
-	// AddFunc receives an object the handler did not know: created, or seen in a list.
+	// AddFunc receives an object the handler did not know: created, seen in a list, or
+	// created and changed before the handler got to it.
 	AddFunc func(ctx context.Context, obj T)
 	// UpdateFunc receives the state the handler last saw and the new one; on a resync
 	// both are the same object.
 	UpdateFunc func(ctx context.Context, oldObj, newObj T)
-	// DeleteFunc receives the object's last state; e.FinalStateUnknown says whether the
-	// deletion was inferred from a relist.
-	DeleteFunc func(ctx context.Context, obj T)
+	// DeleteFunc receives the object's last state. finalStateUnknown is true when the
+	// deletion was inferred from a relist (the object was missing from it), so obj is the
+	// last state the cache knew rather than the state the object was deleted in: the
+	// event client-go wraps in a DeletedFinalStateUnknown tombstone.
+	DeleteFunc func(ctx context.Context, obj T, finalStateUnknown bool)
 }
 
 // Handle dispatches e to the function for its type.
@@ -51,7 +63,7 @@ func (f HandlerFuncs[T]) Handle(ctx context.Context, e event.Event[T]) {
 		}
 	case event.Deleted:
 		if f.DeleteFunc != nil {
-			f.DeleteFunc(ctx, e.Object)
+			f.DeleteFunc(ctx, e.Object, e.FinalStateUnknown)
 		}
 	}
 }
@@ -105,7 +117,22 @@ func (r *Registration) HasSynced() bool {
 // before it synced never does: wait on it together with a context.
 func (r *Registration) Synced() <-chan struct{} { return r.synced }
 
-// Remove stops delivering events to the handler and discards its backlog. An event being
+// WaitForSync blocks until the handler has handled its initial state (returning nil) or
+// ctx is done (returning ctx.Err()). Unlike Controller.WaitForSync, which returns once
+// the initial state is in every handler's backlog, it returns only once this handler has
+// been called with all of it, so a change made afterwards reaches the handler as a change
+// of its own.
+func (r *Registration) WaitForSync(ctx context.Context) error {
+	select {
+	case <-r.synced:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Remove stops delivering events to the handler and discards its backlog, so that
+// Pending is 0 afterwards and the backlog's objects can be collected. An event being
 // handled is allowed to finish. Remove is idempotent, and may be called from the handler.
 func (r *Registration) Remove() { r.removed.Do(r.remove) }
 
@@ -169,6 +196,7 @@ func (r *runner[T]) pending() int {
 func (r *runner[T]) stop() {
 	r.mu.Lock()
 	r.stopped = true
+	r.backlog.Clear()
 	r.cond.Broadcast()
 	r.mu.Unlock()
 }
@@ -190,6 +218,7 @@ func (r *runner[T]) run(ctx context.Context, c *config) {
 		r.busyMarked = marked
 		r.mu.Unlock()
 		for _, e := range events {
+			e.Key = key
 			r.handle(ctx, c, key, e)
 		}
 		r.mu.Lock()

@@ -63,6 +63,10 @@ func (t Type) String() string {
 type Event[T Object] struct {
 	// Type is what happened: Added, Modified or Deleted.
 	Type Type
+	// Key is the object's key as the pipeline computed it, with the controller's key
+	// function. Events handed to handlers carry it, so that no layer above the pipeline
+	// computes a key its own way; events entering the cache do not need it.
+	Key string
 	// Object is the new state, or for a deletion the last state.
 	Object T
 	// Prior is the state the consumer knew before this event, or nil. Only events that

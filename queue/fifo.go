@@ -143,6 +143,12 @@ func (f *FIFO[T]) Keys() []string {
 	return keys
 }
 
+// Clear drops every pending key and event, and the recycled entries, so that nothing the
+// FIFO held stays reachable through it.
+func (f *FIFO[T]) Clear() {
+	*f = FIFO[T]{entries: make(map[string]*entry[T]), compression: f.compression, known: f.known}
+}
+
 // Len returns the number of pending keys.
 func (f *FIFO[T]) Len() int { return len(f.entries) }
 

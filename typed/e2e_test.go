@@ -33,6 +33,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -1063,9 +1064,12 @@ func TestE2ESources(t *testing.T) {
 			}
 		}
 		e2eNoLeaks(t)
-		src := typed.FromDynamic[*Gadget](gadgets)
-		src.OnError = func(err error) { t.Errorf("conversion: %v", err) }
-		c := controller.New[*Gadget, *typed.List[*Gadget]](src)
+		c := controller.New[*Gadget, *typed.List[*Gadget]](typed.FromDynamic[*Gadget](gadgets),
+			controller.WithErrorHandler(func(_ context.Context, err error) {
+				if errors.Is(err, reflect.ErrIncompleteList) || errors.Is(err, reflect.ErrUnexpectedObject) {
+					t.Errorf("conversion: %v", err)
+				}
+			}))
 		e2eRun(t, c.Run)
 		fresh := func() ([]*Gadget, error) {
 			l, err := typed.FromDynamic[*Gadget](gadgets).List(ctx, metav1.ListOptions{})
@@ -1180,7 +1184,7 @@ func TestE2ERelatedPodsReconcileTheirReplicaSet(t *testing.T) {
 
 	rsCtl := controller.New[*appsv1.ReplicaSet, *appsv1.ReplicaSetList](replicaSets)
 	podCtl := controller.New[*corev1.Pod, *corev1.PodList](pods)
-	keysOf := typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"})
+	keysOf := typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}, meta.RESTScopeNamespace)
 	var (
 		mu   sync.Mutex
 		seen []string // "key: pods it saw"

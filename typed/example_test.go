@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,7 +59,7 @@ func ExampleLoop() {
 func ExampleOwnerKeys() {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-7d9f-abcde",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9f"}}}}
-	replicaSetsOf := typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"})
+	replicaSetsOf := typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}, meta.RESTScopeNamespace)
 	fmt.Println(replicaSetsOf(pod))
 	// Output: [shop/web-7d9f]
 }
@@ -82,7 +83,7 @@ func ExampleRelated() {
 			reconciled <- fmt.Sprintf("%s owns %d pods", req.Key, owned)
 			return typed.Result{}, nil
 		}), typed.Options{})
-	typed.Related(loop, pods, typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}))
+	typed.Related(loop, pods, typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}, meta.RESTScopeNamespace))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
@@ -19,9 +21,11 @@ import (
 // Request is what a reconciler is asked to make right: one key, with the freshest state
 // the cache holds for it.
 type Request[T event.Object] struct {
-	// Key is the object's cache key; Namespace ("" for cluster-scoped objects) and Name
-	// are its parts.
-	Key       string
+	// Key is the key the controller computed for the object, with its key function.
+	Key string
+	// Namespace ("" for cluster-scoped objects) and Name are those of Object, or of
+	// LastKnown for a deletion. A key with neither (one that a Related mapping produced
+	// for an object the cache never held) is read as namespace/name.
 	Namespace string
 	Name      string
 	// Object is the freshest cached state, or nil when the object is not in the cache.
@@ -57,7 +61,8 @@ type terminalError struct{ err error }
 func (e terminalError) Error() string { return "terminal: " + e.err.Error() }
 func (e terminalError) Unwrap() error { return e.err }
 
-// Terminal marks err as not worth retrying: the key is dropped until its next event.
+// Terminal marks err as not worth retrying: the key is dropped until its next event, and a
+// retry or requeue that an earlier reconcile of the key scheduled is cancelled.
 func Terminal(err error) error {
 	if err == nil {
 		return nil
@@ -74,6 +79,10 @@ func IsTerminal(err error) bool {
 // ErrRetriesExhausted is reported, wrapped with the last error, when a key has failed
 // Options.MaxRetries times in a row; the key is then dropped until its next event.
 var ErrRetriesExhausted = errors.New("retries exhausted")
+
+// ErrLoopRunning is returned by Run when the Loop is already running: two Runs would
+// reconcile one key on two goroutines at once.
+var ErrLoopRunning = errors.New("loop already running")
 
 // ReconcilePanicError reports a panic recovered from a Reconciler. The key is retried
 // like any other error.
@@ -104,35 +113,62 @@ type Metrics interface {
 	ReconcileError(loop string, terminal bool)
 }
 
-// Options configure a Loop. The zero value is usable.
+// Options configure a Loop. The zero value is usable, and right for production: a failing
+// key is retried with capped exponential backoff for as long as it fails.
 type Options struct {
 	// Name identifies the loop in logs and metrics; the object type by default.
 	Name string
 	// Workers is how many keys are reconciled at once; 1 when zero.
 	Workers int
-	// MaxRetries is how many times in a row a failing key is retried before it is dropped
-	// until its next event; 10 when zero, no limit when negative.
+	// MaxRetries, when positive, is how many times in a row a failing key is retried
+	// before it is dropped until its next event (reported with ErrRetriesExhausted). Zero
+	// or negative, the default, never gives up: with resyncs off, a key dropped after an
+	// outage would never be reconciled again.
 	MaxRetries int
-	// RateLimiter spaces out retries; workqueue.DefaultTypedControllerRateLimiter when nil.
+	// RateLimiter spaces out retries; when nil, workqueue.DefaultTypedControllerRateLimiter
+	// (per key 5ms doubling up to 1000s, overall 10 per second with bursts of 100).
 	RateLimiter workqueue.TypedRateLimiter[string]
 	// OnError receives every reconcile error, including recovered panics and
-	// ErrRetriesExhausted. It must not block.
+	// ErrRetriesExhausted, instead of the log. It must not block. When nil, each error is
+	// logged at error level with the loop's name and the key.
 	OnError func(ctx context.Context, key string, err error)
 	// Metrics receives counters and gauges; none when nil.
 	Metrics Metrics
+	// Clock times retries and Result.RequeueAfter; the real clock when nil. Tests use a
+	// fake one.
+	Clock clock.WithDelayedExecution
 }
 
 // Loop reconciles the keys of one Controller with a Reconciler, on client-go's typed
-// rate-limited workqueue. Create it with NewLoop, run the Controller, and run the Loop;
-// Run can be called again after it returns (for example each time leadership is won).
+// workqueue. Create it with NewLoop, run the Controller, and run the Loop; Run can be
+// called again after it returns (for example each time leadership is won), but not twice
+// at once.
 type Loop[T event.Object, L reflect.List] struct {
-	c       *controller.Controller[T, L]
-	r       Reconciler[T]
-	opts    Options
-	related []func(enqueue func(key string)) (*controller.Registration, error)
+	c    *controller.Controller[T, L]
+	r    Reconciler[T]
+	opts Options
 
-	mu         sync.Mutex
-	tombstones map[string]T // last state of deleted keys not yet reconciled
+	mu      sync.Mutex
+	related []func(enqueue func(key string)) (*controller.Registration, error)
+	run     *loopRun[T] // the running Run's state; nil while not running
+}
+
+// loopRun is the state of one Run: dropped, with everything it holds, when Run returns.
+type loopRun[T event.Object] struct {
+	q       workqueue.TypedInterface[string]
+	limiter workqueue.TypedRateLimiter[string]
+	enqueue func(key string)
+
+	// Guarded by Loop.mu.
+	regs []*controller.Registration
+	// tombstones holds the last state of deleted keys until their deletion has been
+	// reconciled (or given up on), so memory for deletions is bounded by keys pending.
+	tombstones map[string]T
+	// retries holds the timer of each key's scheduled retry or requeue. client-go's
+	// delaying queue cannot cancel an AddAfter, and a reconcile must replace what an
+	// earlier one scheduled: a Terminal error drops the key until its next event.
+	retries map[string]clock.Timer
+	timers  sync.WaitGroup // timer functions that may still run
 }
 
 // NewLoop returns a Loop that reconciles c's keys with r.
@@ -140,161 +176,237 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 	if opts.Workers <= 0 {
 		opts.Workers = 1
 	}
-	if opts.MaxRetries == 0 {
-		opts.MaxRetries = 10
-	}
 	if opts.Name == "" {
 		var zero T
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
-	return &Loop[T, L]{c: c, r: r, opts: opts, tombstones: map[string]T{}}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Loop[T, L]{c: c, r: r, opts: opts}
 }
 
 // Run reconciles until ctx is done: it registers its handlers (the controller's, and those
 // of Related sources), waits until each has the initial state of its controller, and runs
-// Options.Workers workers.
+// Options.Workers workers. Every key the controller knows is reconciled once after Run
+// starts, and every later event reconciles its key, with the key the controller computed.
+//
 // When ctx ends it stops taking new keys, lets in-flight reconciles finish, unregisters
-// its handlers and returns with none of its goroutines left. Every key the controller
-// knows is reconciled once after Run starts.
+// its handlers and returns with none of its goroutines left. Keys still queued, retries
+// still scheduled and the last states of deletions not yet reconciled are dropped: a
+// deletion that must never be missed, even while no replica runs the Loop, needs a
+// finalizer. Run returns ErrLoopRunning if the Loop is already running.
 func (l *Loop[T, L]) Run(ctx context.Context) error {
-	rateLimiter := l.opts.RateLimiter
-	if rateLimiter == nil {
-		rateLimiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	limiter := l.opts.RateLimiter
+	if limiter == nil {
+		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
 	}
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(rateLimiter, workqueue.TypedRateLimitingQueueConfig[string]{})
-	enqueue := func(key string) {
-		q.Add(key)
-		l.depth(q)
+	run := &loopRun[T]{
+		q:          workqueue.NewTyped[string](),
+		limiter:    limiter,
+		tombstones: map[string]T{},
+		retries:    map[string]clock.Timer{},
 	}
+	run.enqueue = func(key string) {
+		run.q.Add(key)
+		l.depth(run.q)
+	}
+	l.mu.Lock()
+	if l.run != nil {
+		l.mu.Unlock()
+		return ErrLoopRunning
+	}
+	l.run = run
+	related := slices.Clone(l.related)
+	l.mu.Unlock()
+	defer l.stop(run)
 
 	reg, err := l.c.AddHandler(l.opts.Name, controller.HandlerFunc[T](func(_ context.Context, e event.Event[T]) {
-		key, err := event.ObjectKey(e.Object)
-		if err != nil {
-			return // the controller only delivers keyed objects
-		}
 		l.mu.Lock()
 		if e.Type == event.Deleted {
-			l.tombstones[key] = e.Object
+			run.tombstones[e.Key] = e.Object
 		} else {
-			delete(l.tombstones, key)
+			delete(run.tombstones, e.Key)
 		}
 		l.mu.Unlock()
-		enqueue(key)
+		run.enqueue(e.Key)
 	}))
 	if err != nil {
-		q.ShutDown()
 		return err
 	}
 	regs := []*controller.Registration{reg}
-	defer func() {
-		for _, reg := range regs {
-			reg.Remove()
-		}
-	}()
-	for _, add := range l.related {
-		reg, err := add(enqueue)
+	for _, add := range related {
+		reg, err := add(run.enqueue)
 		if err != nil {
-			q.ShutDown()
+			l.addRegs(run, regs)
 			return err
 		}
 		regs = append(regs, reg)
 	}
+	l.addRegs(run, regs)
 
 	// Reconcilers must not act on a partial view of the cluster: wait until every source
 	// has delivered its initial state.
 	for _, reg := range regs {
-		select {
-		case <-reg.Synced():
-		case <-ctx.Done():
-			q.ShutDown()
+		if reg.WaitForSync(ctx) != nil {
 			return nil
 		}
 	}
 	var wg sync.WaitGroup
-	for i := 0; i < l.opts.Workers; i++ {
+	for range l.opts.Workers {
 		wg.Go(func() {
-			for l.next(ctx, q) {
+			for l.next(ctx, run) {
 			}
 		})
 	}
 	<-ctx.Done()
-	q.ShutDownWithDrain()
+	run.q.ShutDownWithDrain()
 	wg.Wait()
-	// ShutDownWithDrain stops only the inner queue; ShutDown also ends the delaying
-	// queue's goroutine.
-	q.ShutDown()
 	return nil
 }
 
-func (l *Loop[T, L]) depth(q workqueue.TypedRateLimitingInterface[string]) {
+func (l *Loop[T, L]) addRegs(run *loopRun[T], regs []*controller.Registration) {
+	l.mu.Lock()
+	run.regs = append(run.regs, regs...)
+	l.mu.Unlock()
+}
+
+// stop ends run: its handlers, its scheduled retries and its queue.
+func (l *Loop[T, L]) stop(run *loopRun[T]) {
+	l.mu.Lock()
+	regs := run.regs
+	for key, t := range run.retries {
+		if t.Stop() {
+			run.timers.Done()
+		}
+		run.limiter.Forget(key)
+	}
+	clear(run.retries)
+	clear(run.tombstones)
+	l.run = nil
+	l.mu.Unlock()
+	for _, reg := range regs {
+		reg.Remove()
+	}
+	run.timers.Wait()
+	run.q.ShutDown()
+}
+
+func (l *Loop[T, L]) depth(q workqueue.TypedInterface[string]) {
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.QueueDepth(l.opts.Name, q.Len())
 	}
 }
 
+// retryAfter schedules key to be reconciled again after d, replacing what was scheduled.
+func (l *Loop[T, L]) retryAfter(run *loopRun[T], key string, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.run != run {
+		return // Run is returning; nothing may outlive it
+	}
+	l.cancelRetryLocked(run, key)
+	run.timers.Add(1)
+	var t clock.Timer
+	t = l.opts.Clock.AfterFunc(d, func() {
+		defer run.timers.Done()
+		l.mu.Lock()
+		current := run.retries[key] == t
+		if current {
+			delete(run.retries, key)
+		}
+		l.mu.Unlock()
+		if current {
+			run.enqueue(key)
+		}
+	})
+	run.retries[key] = t
+}
+
+// cancelRetryLocked cancels key's scheduled retry, if any. Called with l.mu held.
+func (l *Loop[T, L]) cancelRetryLocked(run *loopRun[T], key string) {
+	if t, ok := run.retries[key]; ok {
+		if t.Stop() {
+			run.timers.Done()
+		}
+		delete(run.retries, key)
+	}
+}
+
 // next reconciles one key; it returns false once the queue has shut down.
-func (l *Loop[T, L]) next(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
-	key, shutdown := q.Get()
+func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
+	key, shutdown := run.q.Get()
 	if shutdown {
 		return false
 	}
-	defer q.Done(key)
+	defer run.q.Done(key)
 	if ctx.Err() != nil {
 		return false // the workqueue hands out queued keys after shutdown; start none
 	}
-	l.depth(q)
+	l.depth(run.q)
 
 	req := Request[T]{Key: key}
-	req.Namespace, req.Name = event.SplitKey(key)
-	if obj, ok := l.c.Store().Get(key); ok {
+	obj, live := l.c.Store().Get(key)
+	l.mu.Lock()
+	// This reconcile supersedes whatever an earlier one scheduled for the key.
+	l.cancelRetryLocked(run, key)
+	if !live {
+		req.LastKnown = run.tombstones[key]
+	}
+	l.mu.Unlock()
+	var zero T
+	switch {
+	case live:
 		req.Object = obj
-	} else {
+		req.Namespace, req.Name = obj.GetNamespace(), obj.GetName()
+	case req.LastKnown != zero:
 		req.Deleted = true
-		l.mu.Lock()
-		req.LastKnown = l.tombstones[key]
-		l.mu.Unlock()
+		req.Namespace, req.Name = req.LastKnown.GetNamespace(), req.LastKnown.GetName()
+	default:
+		req.Deleted = true
+		req.Namespace, req.Name = event.SplitKey(key)
 	}
 
+	logger := klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", key)
 	start := time.Now()
-	res, err := l.reconcile(ctx, req)
+	res, err := l.reconcile(klog.NewContext(ctx, logger), req)
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.ReconcileLatency(l.opts.Name, time.Since(start))
 	}
-	logger := klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", key)
 	switch {
 	case err == nil:
-		q.Forget(key)
-		if req.Deleted {
-			l.forgetTombstone(key)
-		}
+		l.done(run, req)
 		if res.RequeueAfter > 0 {
-			q.AddAfter(key, res.RequeueAfter)
+			l.retryAfter(run, key, res.RequeueAfter)
 		}
 	case IsTerminal(err):
-		q.Forget(key)
-		l.report(ctx, key, err, true)
-	case l.opts.MaxRetries > 0 && q.NumRequeues(key) >= l.opts.MaxRetries:
-		q.Forget(key)
-		l.report(ctx, key, fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, l.opts.MaxRetries+1, err), false)
+		l.done(run, req)
+		l.report(ctx, logger, key, err, true)
+	case l.opts.MaxRetries > 0 && run.limiter.NumRequeues(key) >= l.opts.MaxRetries:
+		l.done(run, req)
+		l.report(ctx, logger, key, fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, l.opts.MaxRetries+1, err), false)
 	default:
-		logger.V(4).Info("reconcile failed, retrying", "err", err)
 		if l.opts.Metrics != nil {
 			l.opts.Metrics.Retry(l.opts.Name)
 		}
-		l.report(ctx, key, err, false)
-		q.AddRateLimited(key)
+		l.report(ctx, logger, key, err, false)
+		l.retryAfter(run, key, run.limiter.When(key))
 	}
 	return true
 }
 
-// forgetTombstone drops a deleted key's last state once it has been reconciled, unless
-// the object came back meanwhile.
-func (l *Loop[T, L]) forgetTombstone(key string) {
-	if _, ok := l.c.Store().Get(key); ok {
+// done forgets what the Loop kept for req's key once it is not going to be retried: its
+// failure count, and the last state of its deletion, unless a newer deletion has replaced
+// it meanwhile (that one is still to be reconciled).
+func (l *Loop[T, L]) done(run *loopRun[T], req Request[T]) {
+	run.limiter.Forget(req.Key)
+	if !req.Deleted {
 		return
 	}
 	l.mu.Lock()
-	delete(l.tombstones, key)
+	if last, ok := run.tombstones[req.Key]; ok && last == req.LastKnown {
+		delete(run.tombstones, req.Key)
+	}
 	l.mu.Unlock()
 }
 
@@ -307,12 +419,20 @@ func (l *Loop[T, L]) reconcile(ctx context.Context, req Request[T]) (res Result,
 	return l.r.Reconcile(ctx, req)
 }
 
-func (l *Loop[T, L]) report(ctx context.Context, key string, err error, terminal bool) {
+// report hands a reconcile error to Options.OnError, or logs it at error level when there
+// is none, so that no error goes unseen and none is reported twice.
+func (l *Loop[T, L]) report(ctx context.Context, logger klog.Logger, key string, err error, terminal bool) {
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.ReconcileError(l.opts.Name, terminal)
 	}
-	klog.FromContext(ctx).V(2).Info("reconcile error", "loop", l.opts.Name, "key", key, "err", err)
 	if l.opts.OnError != nil {
 		l.opts.OnError(ctx, key, err)
+		return
 	}
+	var panicErr *ReconcilePanicError
+	if errors.As(err, &panicErr) {
+		logger.Error(err, "reconcile panicked", "stack", string(panicErr.Stack))
+		return
+	}
+	logger.Error(err, "reconcile failed", "terminal", terminal)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -21,7 +22,7 @@ func TestOwnerKeysMapsOwnerReferencesOfTheKind(t *testing.T) {
 		{APIVersion: "v1", Kind: "ConfigMap", Name: "not-a-replicaset"},
 		{APIVersion: "example.com/v1", Kind: "ReplicaSet", Name: "other-group"},
 	}}}
-	got := typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"})(pod)
+	got := typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}, meta.RESTScopeNamespace)(pod)
 	if diff := cmp.Diff([]string{"ns/web"}, got); diff != "" {
 		t.Errorf("owner keys (-want +got):\n%s", diff)
 	}
@@ -43,7 +44,7 @@ func TestRelatedEventsReconcileTheirOwners(t *testing.T) {
 		got.add(fmt.Sprintf("%s copy=%v", req.Key, hasCopy))
 		return typed.Result{}, nil
 	}), typed.Options{})
-	typed.Related(l, sc, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}))
+	typed.Related(l, sc, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}, meta.RESTScopeNamespace))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)

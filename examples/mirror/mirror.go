@@ -10,6 +10,7 @@ import (
 	"github.com/typedinformer/typedinformer/typed"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -44,7 +45,7 @@ func Mirror(ctx context.Context, cs kubernetes.Interface, ns string) error {
 			return typed.Result{}, client(err)
 		}), typed.Options{Workers: 2})
 	// A copy edited or deleted by someone else is put back.
-	typed.Related(loop, secrets, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}))
+	typed.Related(loop, secrets, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}, meta.RESTScopeNamespace))
 	return typed.RunAll(ctx, configMaps.Run, secrets.Run, loop.Run)
 }
 
