@@ -2,6 +2,7 @@ package typed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	goreflect "reflect"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // The metadata client is a ListerWatcher of PartialObjectMetadata as it is: watch only
@@ -50,11 +52,15 @@ func (l *List[T]) DeepCopyObject() runtime.Object {
 // object to T, a Go struct with JSON tags like any API type, with no code generation
 // (runtime.DefaultUnstructuredConverter does the work). It is a
 // controller.ListerWatcher[T, *List[T]].
+//
+// An object that does not convert to T is never dropped silently, and never taken for a
+// deleted one: List returns the items that converted with an error wrapping
+// reflect.ErrIncompleteList and every conversion error, so that the reflector reports it
+// and deletes nothing on that list; Watch sends a *reflect.Unreadable carrying the
+// conversion error, which the reflector reports and skips, keeping the cached state.
+// Either way the error reaches the controller's error handler (controller.WithErrorHandler).
 type Dynamic[T event.Object] struct {
 	client dynamic.ResourceInterface
-	// OnError receives conversion failures; the object is skipped (in a list) or passed on
-	// unconverted (in a watch, where the reflector reports it as an unexpected object).
-	OnError func(error)
 }
 
 // FromDynamic returns a Dynamic over client, for example
@@ -79,13 +85,9 @@ func convert[T event.Object](u *unstructured.Unstructured) (T, error) {
 	return obj, nil
 }
 
-func (d *Dynamic[T]) report(err error) {
-	if d.OnError != nil {
-		d.OnError(err)
-	}
-}
-
-// List lists through the dynamic client and converts every item.
+// List lists through the dynamic client and converts every item. When some items do not
+// convert, it returns the list of those that did together with an error wrapping
+// reflect.ErrIncompleteList and each conversion error.
 func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T], error) {
 	ul, err := d.client.List(ctx, opts)
 	if err != nil {
@@ -96,25 +98,31 @@ func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T
 	out.SetContinue(ul.GetContinue())
 	out.RemainingItemCount = ul.GetRemainingItemCount()
 	out.Items = make([]T, 0, len(ul.Items))
+	var errs []error
 	for i := range ul.Items {
 		obj, err := convert[T](&ul.Items[i])
 		if err != nil {
-			d.report(err)
+			errs = append(errs, err)
 			continue
 		}
 		out.Items = append(out.Items, obj)
 	}
+	if errs != nil {
+		return out, fmt.Errorf("%w: %d of %d items did not convert: %w", reflect.ErrIncompleteList, len(errs), len(ul.Items), errors.Join(errs...))
+	}
 	return out, nil
 }
 
-// Watch watches through the dynamic client and converts every object. Stop ends the
+// Watch watches through the dynamic client and converts every object. An object that does
+// not convert arrives as a *reflect.Unreadable carrying the conversion error; a bookmark
+// that does not convert arrives as it came, since only its metadata is read. Stop ends the
 // converting goroutine even when nobody reads the result channel any more.
 func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := d.client.Watch(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	cw := &convertingWatch[T]{upstream: w, report: d.report, result: make(chan watch.Event), stop: make(chan struct{})}
+	cw := &convertingWatch[T]{upstream: w, result: make(chan watch.Event), stop: make(chan struct{})}
 	go cw.loop()
 	return cw, nil
 }
@@ -124,7 +132,6 @@ func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.
 // for Stop.
 type convertingWatch[T event.Object] struct {
 	upstream watch.Interface
-	report   func(error)
 	result   chan watch.Event
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -153,11 +160,14 @@ func (w *convertingWatch[T]) loop() {
 				return
 			}
 		}
-		if u, isU := e.Object.(*unstructured.Unstructured); isU && e.Type != watch.Error {
-			if obj, err := convert[T](u); err != nil {
-				w.report(err)
-			} else {
+		// ERROR events keep their status for the reflector; a nil object is for the
+		// reflector to report.
+		if u, isU := e.Object.(*unstructured.Unstructured); isU && u != nil && e.Type != watch.Error {
+			switch obj, err := convert[T](u); {
+			case err == nil:
 				e.Object = obj
+			case e.Type != watch.Bookmark:
+				e.Object = &reflect.Unreadable{Object: u, Err: err}
 			}
 		}
 		select {

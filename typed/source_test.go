@@ -3,19 +3,27 @@ package typed_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -57,10 +65,9 @@ func TestDynamicConvertsToTheUsersOwnStruct(t *testing.T) {
 	if _, err := client.Resource(widgets).Namespace("ns").Create(context.Background(), bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var convErrs []error
-	src := typed.FromDynamic[*Widget](client.Resource(widgets).Namespace("ns"))
-	src.OnError = func(err error) { convErrs = append(convErrs, err) }
-	c := controller.New[*Widget, *typed.List[*Widget]](src)
+	errs := &errorLog{}
+	c := controller.New[*Widget, *typed.List[*Widget]](typed.FromDynamic[*Widget](client.Resource(widgets).Namespace("ns")),
+		controller.WithErrorHandler(errs.add))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
@@ -76,8 +83,175 @@ func TestDynamicConvertsToTheUsersOwnStruct(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cached widgets (-want +got):\n%s", diff)
 	}
-	if len(convErrs) != 1 {
-		t.Errorf("conversion errors = %v, want one for the bad widget", convErrs)
+	if convErrs := errs.all(); len(convErrs) != 1 || !errors.Is(convErrs[0], reflect.ErrIncompleteList) || !strings.Contains(convErrs[0].Error(), "ns/bad") {
+		t.Errorf("errors = %v, want one incomplete list naming the bad widget", convErrs)
+	}
+}
+
+// errorLog collects what a controller's error handler receives.
+type errorLog struct {
+	mu      sync.Mutex
+	errs    []error
+	changed chan struct{}
+}
+
+func (l *errorLog) add(_ context.Context, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+	if l.changed != nil {
+		select {
+		case l.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *errorLog) all() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]error(nil), l.errs...)
+}
+
+// waitFor waits until an error wrapping target has been received.
+func (l *errorLog) waitFor(t *testing.T, target error, what string) error {
+	t.Helper()
+	deadline := time.After(testTimeout)
+	for {
+		for _, err := range l.all() {
+			if errors.Is(err, target) {
+				return err
+			}
+		}
+		select {
+		case <-l.changed:
+		case <-deadline:
+			t.Fatalf("%s: no error wrapping %v within %v; errors: %v", what, target, testTimeout, l.all())
+		}
+	}
+}
+
+// expiringWidgets is a dynamic resource whose watch can be ended with the next watch
+// answering 410 Expired, which makes the reflector relist.
+type expiringWidgets struct {
+	dynamic.ResourceInterface
+	watching chan struct{}
+
+	mu      sync.Mutex
+	current watch.Interface
+	expired bool
+}
+
+func (e *expiringWidgets) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.expired {
+		e.expired = false
+		return nil, apierrors.NewResourceExpired("resource version compacted")
+	}
+	w, err := e.ResourceInterface.Watch(ctx, opts)
+	e.current = w
+	select {
+	case e.watching <- struct{}{}:
+	default:
+	}
+	return w, err
+}
+
+// expire ends the open watch and makes the next one answer 410 Expired.
+func (e *expiringWidgets) expire() {
+	e.mu.Lock()
+	e.expired = true
+	w := e.current
+	e.mu.Unlock()
+	w.Stop()
+}
+
+// TestUnconvertibleObjectIsReportedNeverDeleted keeps DESIGN 18 for typed.Dynamic: a live
+// widget that stops converting to *Widget, first on the watch and then on a relist, is
+// reported to the controller's error handler with the conversion error, is never
+// reported deleted and keeps its cached state; once it converts again, the cache
+// converges.
+func TestUnconvertibleObjectIsReportedNeverDeleted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{widgets: "WidgetList"}, widget("small", 1), widget("big", 9))
+	src := &expiringWidgets{ResourceInterface: client.Resource(widgets).Namespace("ns"), watching: make(chan struct{}, 1)}
+	errs := &errorLog{changed: make(chan struct{}, 1)}
+	c := controller.New[*Widget, *typed.List[*Widget]](typed.FromDynamic[*Widget](src),
+		controller.WithErrorHandler(errs.add), controller.WithBackoff(wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20}))
+	events := make(chan event.Event[*Widget], 100)
+	if _, err := c.AddHandler("recorder", controller.HandlerFunc[*Widget](func(_ context.Context, e event.Event[*Widget]) { events <- e })); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, src.watching, "the first watch")
+	update := func(size any) {
+		t.Helper()
+		u, err := src.Get(ctx, "big", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Object["spec"] = map[string]any{"size": size}
+		if _, err := src.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bigSize := func() int {
+		w, ok := c.Store().GetByName("ns", "big")
+		if !ok {
+			t.Fatal("big is no longer cached")
+		}
+		return w.Spec.Size
+	}
+
+	// On the watch: reported with the conversion error, cached state kept.
+	update("not a number")
+	err := errs.waitFor(t, reflect.ErrUnexpectedObject, "the unconvertible watch event")
+	if !strings.Contains(err.Error(), "converting Widget ns/big") {
+		t.Errorf("error = %v, want the conversion error's detail", err)
+	}
+	if got := bigSize(); got != 9 {
+		t.Errorf("cached big has size %d, want 9, the last state that converted", got)
+	}
+
+	// On a relist: reported as an incomplete list, no deletion synthesised.
+	src.expire()
+	err = errs.waitFor(t, reflect.ErrIncompleteList, "the incomplete relist")
+	if !strings.Contains(err.Error(), "converting Widget ns/big") {
+		t.Errorf("error = %v, want the conversion error's detail", err)
+	}
+	for {
+		e := receive(t, events, "the relist's synchronization of small")
+		if e.Type == event.Deleted {
+			t.Fatalf("%s delivered: an unconvertible live object was reported deleted", e)
+		}
+		if e.Sync && e.Object.Name == "small" {
+			break
+		}
+	}
+	if got := bigSize(); got != 9 {
+		t.Errorf("cached big has size %d, want 9, the last state that converted", got)
+	}
+
+	// Readable again: the watch brings the cache up to date.
+	update(int64(10))
+	for {
+		e := receive(t, events, "big's update once it converts")
+		if e.Type == event.Deleted {
+			t.Fatalf("%s delivered: an unconvertible live object was reported deleted", e)
+		}
+		if e.Object.Name == "big" && e.Object.Spec.Size == 10 {
+			break
+		}
+	}
+	if got := bigSize(); got != 10 {
+		t.Errorf("cached big has size %d, want 10", got)
 	}
 }
 
