@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -52,14 +53,26 @@ type config struct {
 }
 
 // reportError hands err to the error handler, or logs it when there is none, so that no
-// error goes unseen and none is reported twice.
+// error goes unseen and none is reported twice. Without a handler it logs as client-go's
+// reflector does: routine list/watch protocol events (reflect.IsRoutine: a relist after
+// 410 Gone, a short watch, a server restarting) at verbosity 2, so that they do not read
+// as failures; everything else as an error, a handler panic with its stack.
 func (c *config) reportError(ctx context.Context, err error) {
+	logger := klog.FromContext(ctx)
 	if c.onError != nil {
-		klog.FromContext(ctx).V(4).Info("controller error", "controller", c.name, "err", err)
+		logger.V(4).Info("controller error", "controller", c.name, "err", err)
 		c.onError(ctx, err)
 		return
 	}
-	klog.FromContext(ctx).Error(err, "controller error", "controller", c.name)
+	var panicked *HandlerPanicError
+	switch {
+	case errors.As(err, &panicked):
+		logger.Error(err, "handler panicked", "controller", c.name, "stack", string(panicked.Stack))
+	case reflect.IsRoutine(err):
+		logger.V(2).Info("list/watch protocol event, retrying", "controller", c.name, "err", err)
+	default:
+		logger.Error(err, "controller error", "controller", c.name)
+	}
 }
 
 // WithName names the controller in logs and errors.
@@ -90,8 +103,12 @@ func WithListOptions(tweak func(*metav1.ListOptions)) Option {
 }
 
 // WithErrorHandler receives every error the controller reports: list and watch failures,
-// watch ERROR events, objects of the wrong type or with no name, index errors and
-// recovered handler panics (as *HandlerPanicError). It must not block.
+// watch ERROR events, objects of the wrong type, with no name or that the ListerWatcher
+// could not read (reflect.ErrIncompleteList, reflect.Unreadable), index errors and
+// recovered handler panics (as *HandlerPanicError). Routine protocol events, such as
+// 410 Gone before a relist, are among them; reflect.IsRoutine tells them apart. Without
+// a handler, errors are logged: routine ones at verbosity 2, the others as errors. It
+// must not block.
 func WithErrorHandler(fn func(ctx context.Context, err error)) Option {
 	return func(c *config) { c.onError = fn }
 }

@@ -1,0 +1,68 @@
+package reflect_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/reflect"
+)
+
+// TestIsRoutineTellsProtocolEventsFromFailures keeps DESIGN 12 legible: the errors the
+// reflector retries as part of the protocol are routine, wrapped as the reflector wraps
+// them; failures that need a person are not.
+func TestIsRoutineTellsProtocolEventsFromFailures(t *testing.T) {
+	tooLarge := apierrors.NewTimeoutError("Too large resource version: 9, current: 1", 1)
+	tooLarge.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge}}
+	dial := func(errno syscall.Errno) error {
+		return &url.Error{Op: "Get", URL: "https://apiserver", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}}
+	}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "410 Gone", err: apierrors.NewGone("gone"), want: true},
+		{name: "expired", err: apierrors.NewResourceExpired("too old"), want: true},
+		{name: "too large resource version", err: tooLarge, want: true},
+		{name: "410 in a watch ERROR event", err: fmt.Errorf("%w: %w", reflect.ErrWatchEvent, apierrors.NewResourceExpired("too old")), want: true},
+		{name: "short watch", err: fmt.Errorf("%w after 1ms", reflect.ErrShortWatch), want: true},
+		{name: "connection refused", err: dial(syscall.ECONNREFUSED), want: true},
+		{name: "connection reset", err: dial(syscall.ECONNRESET), want: true},
+		{name: "EOF", err: &url.Error{Op: "Get", URL: "https://apiserver", Err: io.EOF}, want: true},
+		{name: "unexpected EOF", err: io.ErrUnexpectedEOF, want: true},
+		{name: "HTTP/2 GOAWAY", err: errors.New("http2: server sent GOAWAY and closed the connection"), want: true},
+		{name: "server shutting down", err: apierrors.NewTooManyRequests("The apiserver is shutting down", 1), want: true},
+		{name: "forbidden", err: apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no")), want: false},
+		{name: "server error", err: apierrors.NewInternalError(errors.New("etcd")), want: false},
+		{name: "watch ERROR event with a server error", err: fmt.Errorf("%w: %w", reflect.ErrWatchEvent, apierrors.NewInternalError(errors.New("etcd"))), want: false},
+		{name: "unexpected object", err: fmt.Errorf("%w: got *v1.Secret", reflect.ErrUnexpectedObject), want: false},
+		{name: "incomplete list", err: fmt.Errorf("%w: 1 of 2", reflect.ErrIncompleteList), want: false},
+		{name: "nil result", err: reflect.ErrNilResult, want: false},
+		{name: "no name", err: event.ErrNoName, want: false},
+		{name: "connection timeout", err: dial(syscall.ETIMEDOUT), want: false},
+		{name: "nil", err: nil, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, err := range []error{tt.err, fmt.Errorf("cm: list: %w", tt.err)} {
+				if tt.err == nil {
+					err = nil
+				}
+				if got := reflect.IsRoutine(err); got != tt.want {
+					t.Errorf("IsRoutine(%v) = %v, want %v", err, got, tt.want)
+				}
+			}
+		})
+	}
+}
