@@ -14,8 +14,10 @@
 //     or NotOlderThan, and "N" with Exact (the state as it was at N); limit and continue
 //     paging over a consistent snapshot; label selectors and the metadata.name and
 //     metadata.namespace field selectors; items sorted by namespace/name.
-//   - Watch: replay of every change after the requested resource version, in order, then
-//     live changes; from "" and "0", the current state as ADDED events first; selectors applied like the server does (an update that moves an
+//   - Watch: from a resource version N, a replay of every change after N, in order, then
+//     live changes; from "" and "0", as on the server, a synthetic ADDED event for every
+//     existing selected object first (sorted by key, with no bookmark after them), then
+//     live changes; selectors applied like the server does (an update that moves an
 //     object out of the selector arrives as DELETED, one that moves it in as ADDED);
 //     bookmarks only when allowWatchBookmarks is set; timeoutSeconds; watch-list
 //     (sendInitialEvents=true) with the "k8s.io/initial-events-end" bookmark.
@@ -32,9 +34,6 @@
 //
 // Known differences from a real API server, chosen to keep tests deterministic:
 //
-//   - A watch with resourceVersion "" or "0" and sendInitialEvents unset starts from the
-//     current resource version without synthetic ADDED events for existing objects (the
-//     real server sends them). Use sendInitialEvents=true to get them.
 //   - A request for a resource version newer than the current one fails at once with the
 //     server's "Too large resource version" error instead of waiting a few seconds for it.
 //   - limit counts matching items: a page holds exactly limit items while more match.

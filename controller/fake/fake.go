@@ -473,11 +473,11 @@ func (f *ListerWatcher[T, L]) List(ctx context.Context, opts metav1.ListOptions)
 // With sendInitialEvents unset or false it replays, in order, every change after
 // opts.ResourceVersion and then streams live changes. resourceVersion "" and "0" start,
 // as on the API server, with a synthetic ADDED event for every current selected object,
-// sorted by key; so a watch from the "0" that List returns before the first write misses
-// nothing written in between. A resource version older
-// than the compaction point gets, as from the API server, a watch that sends one ERROR
-// event carrying a 410 Expired *metav1.Status and closes; one in the future gets an ERROR
-// event carrying the server's "Too large resource version" timeout status.
+// sorted by key (and no bookmark after them); so a watch from the "0" that List returns
+// before the first write misses nothing written in between. A resource version older than
+// the compaction point gets, as from the API server, a watch that sends one ERROR event
+// carrying a 410 Expired *metav1.Status and closes; one in the future gets an ERROR event
+// carrying the server's "Too large resource version" timeout status.
 //
 // With sendInitialEvents=true (a watch-list request, which also needs
 // resourceVersionMatch=NotOlderThan) it first sends an ADDED event for every current
