@@ -133,13 +133,14 @@ type Options[T event.Object] struct {
 	Clock clock.WithTicker
 	// Transform, when set, is applied to every object before it enters the cache, for
 	// example to drop managedFields. An object it fails on, or returns nil for, is
-	// reported and skipped.
+	// reported and skipped, and makes a list it is in incomplete (nothing is deleted).
 	Transform func(T) (T, error)
 	// TweakListOptions, when set, adjusts the options of every list and watch, for
 	// example to add a label selector.
 	TweakListOptions func(*metav1.ListOptions)
 	// OnError receives every error: failed lists and watches, ERROR events, unexpected
-	// objects. It must not block.
+	// or unreadable objects, incomplete lists. IsRoutine tells the routine ones apart.
+	// When nil, errors are logged instead (routine ones at verbosity 2). It must not block.
 	OnError func(error)
 	// Metrics receives counters and gauges; none when nil.
 	Metrics Metrics
