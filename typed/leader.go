@@ -3,8 +3,10 @@ package typed
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
@@ -14,6 +16,11 @@ import (
 
 // LeaderElection runs work only while this process holds a Lease, through client-go's
 // leaderelection. The zero durations take client-go's usual values.
+//
+// Two replicas never lead at once: a replica's lead has returned before any other
+// replica can acquire the Lease, whether its Run's context ends, it fails to renew the
+// Lease, or it is cut off from the API server, provided LeaseDuration is long enough
+// (see RenewDeadline).
 type LeaderElection struct {
 	// Client manages the Lease, e.g. clientset.CoordinationV1().
 	Client coordinationv1.LeasesGetter
@@ -22,17 +29,21 @@ type LeaderElection struct {
 	// Identity of this replica, unique among the replicas (a pod name, a hostname).
 	Identity string
 	// LeaseDuration is how long a lease is valid without renewal (15s when zero): the
-	// longest a dead leader blocks a successor.
+	// longest a dead leader blocks a successor. The Lease stores it in whole seconds,
+	// rounded down, and a successor waits that long.
 	LeaseDuration time.Duration
 	// RenewDeadline is how long the leader keeps trying to renew before it gives up
 	// leading (10s when zero). A leader cut off from the API server stops leading about
 	// RetryPeriod plus RenewDeadline after its last renewal, plus the time lead takes to
-	// return; a successor can acquire the Lease only LeaseDuration after that renewal.
-	// Two replicas never lead at once only while LeaseDuration exceeds that sum.
+	// return once its context is cancelled; a successor can acquire the Lease only
+	// LeaseDuration after that renewal. Two replicas never lead at once only while
+	// LeaseDuration exceeds that sum. RenewDeadline also bounds the release of the Lease.
 	RenewDeadline time.Duration
 	// RetryPeriod is how often candidates try to acquire or renew (2s when zero).
 	RetryPeriod time.Duration
-	// OnNewLeader, when set, is called with the identity of each new leader.
+	// OnNewLeader, when set, is called with the identity of each new leader, on a
+	// goroutine of its own (calls may overlap). Run returns only after such calls have
+	// returned.
 	OnNewLeader func(identity string)
 }
 
@@ -40,45 +51,67 @@ type LeaderElection struct {
 var ErrNoIdentity = errors.New("leader election needs an identity")
 
 // Run campaigns for the Lease until ctx is done. Each time it wins, it calls lead with a
-// context that is cancelled when leadership is lost or ctx ends, and waits for lead to
-// return before it campaigns again. It releases the Lease only after lead has returned
-// (so two replicas never lead at once), without waiting for it to expire, and returns
-// with no goroutine left.
+// context that is cancelled when leadership is lost (the Lease could not be renewed
+// within RenewDeadline) or ctx ends, and waits for lead to return before it campaigns
+// again. Only once lead has returned does it release the Lease, so that a successor need
+// not wait for it to expire; it releases it only if this replica still holds it, so a
+// successor's Lease is never overwritten. A release that fails is logged, and a successor
+// then acquires the Lease once it expires. Run returns with no goroutine left.
 func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	if le.Identity == "" {
 		return ErrNoIdentity
 	}
+	// client-go's ReleaseOnCancel is not used: on a renewal failure, client-go releases
+	// the Lease before lead has returned, and a successor would lead alongside.
 	cfg := leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-			Client:     le.Client,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-		},
-		LeaseDuration:   orDefault(le.LeaseDuration, 15*time.Second),
-		RenewDeadline:   orDefault(le.RenewDeadline, 10*time.Second),
-		RetryPeriod:     orDefault(le.RetryPeriod, 2*time.Second),
-		ReleaseOnCancel: true,
-		Name:            le.Name,
+		LeaseDuration: orDefault(le.LeaseDuration, 15*time.Second),
+		RenewDeadline: orDefault(le.RenewDeadline, 10*time.Second),
+		RetryPeriod:   orDefault(le.RetryPeriod, 2*time.Second),
+		Name:          le.Name,
+	}
+	// client-go calls OnNewLeader on goroutines it does not wait for; Run waits for the
+	// calls that have started and skips those that start after it has ended.
+	var (
+		notifyMu    sync.Mutex
+		notifyEnded bool
+		notifying   sync.WaitGroup
+	)
+	defer func() {
+		notifyMu.Lock()
+		notifyEnded = true
+		notifyMu.Unlock()
+		notifying.Wait()
+	}()
+	onNewLeader := func(identity string) {
+		if le.OnNewLeader == nil {
+			return
+		}
+		notifyMu.Lock()
+		if notifyEnded {
+			notifyMu.Unlock()
+			return
+		}
+		notifying.Add(1)
+		notifyMu.Unlock()
+		defer notifying.Done()
+		le.OnNewLeader(identity)
 	}
 	for ctx.Err() == nil {
 		// client-go starts OnStartedLeading on a goroutine it does not wait for, so lead
 		// runs here instead, where Run can wait for it.
 		started := make(chan context.Context, 1)
+		cfg.Lock = le.lock()
 		cfg.Callbacks = leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leadCtx context.Context) { started <- leadCtx },
 			OnStoppedLeading: func() {},
-			OnNewLeader: func(identity string) {
-				if le.OnNewLeader != nil {
-					le.OnNewLeader(identity)
-				}
-			},
+			OnNewLeader:      onNewLeader,
 		}
 		elector, err := leaderelection.NewLeaderElector(cfg)
 		if err != nil {
 			return err
 		}
-		// The elector outlives ctx until lead has returned: it releases the Lease when its
-		// context ends, and a successor must not lead while this replica still does.
+		// The elector keeps renewing the Lease until lead has returned, even after ctx
+		// ends, so that no successor can acquire it meanwhile.
 		electCtx, cancelElect := context.WithCancel(context.WithoutCancel(ctx))
 		electDone := make(chan struct{})
 		go func() {
@@ -93,13 +126,75 @@ func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)
 			lead(runCtx)
 			stop()
 			cancelRun()
+			klog.FromContext(ctx).Info("stopped leading", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
 		case <-electDone:
 		case <-ctx.Done():
 		}
 		cancelElect()
 		<-electDone
+		// The elector's last record names this replica when it acquired the Lease (even
+		// if ctx ended before lead could start) and has not seen a successor take it.
+		if elector.IsLeader() {
+			le.release(ctx, cfg.RenewDeadline)
+		}
 	}
 	return nil
+}
+
+func (le LeaderElection) lock() *resourcelock.LeaseLock {
+	return &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
+		Client:     le.Client,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+	}
+}
+
+// release gives up the Lease, as client-go's ReleaseOnCancel does, if it still names this
+// replica: a successor may acquire it at once instead of waiting for it to expire. The
+// update carries the resourceVersion its Get read, so it cannot overwrite a successor
+// that acquired the Lease meanwhile; on such a conflict it reads the Lease again. It is
+// called only once lead has returned and the elector has ended, and gives up after
+// timeout, logging why.
+func (le LeaderElection) release(ctx context.Context, timeout time.Duration) {
+	logger := klog.FromContext(ctx).WithValues("lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	lock := le.lock()
+	for {
+		released, err := le.tryRelease(ctx, lock)
+		switch {
+		case apierrors.IsConflict(err) && ctx.Err() == nil:
+			logger.V(4).Info("the lease changed while being released, reading it again")
+			continue
+		case err != nil:
+			logger.Error(err, "releasing the lease failed; a successor can acquire it once it expires")
+		case released:
+			logger.Info("released the lease")
+		}
+		return
+	}
+}
+
+// tryRelease releases the Lease if it names this replica, and reports whether it did.
+func (le LeaderElection) tryRelease(ctx context.Context, lock *resourcelock.LeaseLock) (bool, error) {
+	record, _, err := lock.Get(ctx)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if record.HolderIdentity != le.Identity {
+		return false, nil // released already, or a successor holds it
+	}
+	now := metav1.NewTime(time.Now())
+	err = lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions:    record.LeaderTransitions,
+		LeaseDurationSeconds: 1,
+		RenewTime:            now,
+		AcquireTime:          now,
+	})
+	return err == nil, err
 }
 
 func orDefault(d, def time.Duration) time.Duration {

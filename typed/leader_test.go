@@ -3,18 +3,308 @@ package typed_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/typed"
 )
+
+// The durations of the leader elections that attack the guarantee that two replicas never
+// lead at once. A candidate whose renewals fail stops leading about leRetryPeriod +
+// leRenewDeadline after its last renewal, and its lead function takes leShutdown more to
+// return: 1.5s, so a successor that must wait for the Lease to expire (leLeaseDuration)
+// has 1.5s of margin on a loaded machine.
+const (
+	leLeaseDuration = 3 * time.Second // whole seconds, as the Lease stores it
+	leRenewDeadline = time.Second
+	leRetryPeriod   = 100 * time.Millisecond
+	// leShutdown is how long a lead function takes to return once its context is
+	// cancelled, as reconciles in flight finish: long enough for a Lease released before
+	// lead has returned to let a successor lead alongside.
+	leShutdown = 400 * time.Millisecond
+)
+
+const leNamespace, leName = "default", "test"
+
+func leaderElection(id string, client coordinationv1client.LeasesGetter) typed.LeaderElection {
+	return typed.LeaderElection{Client: client, Namespace: leNamespace, Name: leName, Identity: id,
+		LeaseDuration: leLeaseDuration, RenewDeadline: leRenewDeadline, RetryPeriod: leRetryPeriod}
+}
+
+// newLeaseServer returns a fake clientset whose Leases have the API server's optimistic
+// concurrency, which client-go's fake lacks: every write gives the Lease a new
+// resourceVersion, and an update carrying another resourceVersion than the stored
+// Lease's fails with a conflict (one carrying none succeeds, as on the API server).
+func newLeaseServer() *fake.Clientset {
+	server := fake.NewClientset()
+	leases := coordinationv1.SchemeGroupVersion.WithResource("leases")
+	var version int64 // reactors run one at a time, under the fake's lock
+	next := func() string {
+		version++
+		return strconv.FormatInt(version, 10)
+	}
+	server.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).ResourceVersion = next()
+		return false, nil, nil // the tracker stores it
+	})
+	server.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		lease := action.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		stored, err := server.Tracker().Get(leases, action.GetNamespace(), lease.Name)
+		if err != nil {
+			return false, nil, nil // the tracker answers
+		}
+		if v := lease.ResourceVersion; v != "" && v != stored.(*coordinationv1.Lease).ResourceVersion {
+			return true, nil, apierrors.NewConflict(leases.GroupResource(), lease.Name,
+				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		lease.ResourceVersion = next()
+		return false, nil, nil
+	})
+	return server
+}
+
+// rejectUpdates makes server reject, once cut is set, the Lease updates whose holder is
+// one of holders.
+func rejectUpdates(server *fake.Clientset, cut *atomic.Bool, holders ...string) {
+	server.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		lease := action.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if cut.Load() && slices.Contains(holders, ptr.Deref(lease.Spec.HolderIdentity, "")) {
+			return true, nil, apierrors.NewServiceUnavailable("lease update rejected")
+		}
+		return false, nil, nil
+	})
+}
+
+var errPartitioned = errors.New("partitioned from the API server")
+
+// candidateLeases is one candidate's client of the Leases of a fake API server shared
+// by the candidates. It notes when the candidate's last successful write naming a holder
+// was sent, and once partitioned is set it fails all of the candidate's requests, as if
+// it could not reach the API server. aroundGet, when set, runs each Get.
+type candidateLeases struct {
+	coordinationv1client.LeasesGetter
+	partitioned atomic.Bool
+	aroundGet   func(get func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error)
+
+	mu        sync.Mutex
+	lastWrite time.Time
+}
+
+func (c *candidateLeases) Leases(namespace string) coordinationv1client.LeaseInterface {
+	return &candidateLease{LeaseInterface: c.LeasesGetter.Leases(namespace), c: c}
+}
+
+// lastHeld is when the candidate's last write naming a holder was sent: a successor can
+// acquire the Lease only after it expires, a LeaseDuration later, unless it is released.
+func (c *candidateLeases) lastHeld() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastWrite
+}
+
+func (c *candidateLeases) write(lease *coordinationv1.Lease, write func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
+	if c.partitioned.Load() {
+		return nil, errPartitioned
+	}
+	sent := time.Now()
+	got, err := write()
+	if err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != "" {
+		c.mu.Lock()
+		c.lastWrite = sent
+		c.mu.Unlock()
+	}
+	return got, err
+}
+
+type candidateLease struct {
+	coordinationv1client.LeaseInterface
+	c *candidateLeases
+}
+
+func (l *candidateLease) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if l.c.partitioned.Load() {
+		return nil, errPartitioned
+	}
+	get := func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Get(ctx, name, opts) }
+	if l.c.aroundGet != nil {
+		return l.c.aroundGet(get)
+	}
+	return get()
+}
+
+func (l *candidateLease) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	return l.c.write(lease, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Create(ctx, lease, opts) })
+}
+
+func (l *candidateLease) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	return l.c.write(lease, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Update(ctx, lease, opts) })
+}
+
+// leadership records who leads, as the candidates' lead functions report it.
+type leadership struct {
+	mu       sync.Mutex
+	leading  []string    // the candidates whose lead is running
+	overlaps []string    // each time a candidate started leading while another still did
+	starts   []leadStart // each time a candidate started leading
+	started  chan string // the candidates starting to lead, as they do
+}
+
+type leadStart struct {
+	id string
+	at time.Time
+}
+
+func newLeadership() *leadership { return &leadership{started: make(chan string, 16)} }
+
+// lead is candidate id's lead function: once its context is cancelled it takes
+// leShutdown to return.
+func (l *leadership) lead(id string) func(context.Context) {
+	return func(ctx context.Context) {
+		l.mu.Lock()
+		if len(l.leading) > 0 {
+			l.overlaps = append(l.overlaps, fmt.Sprintf("%s started leading while %v still led", id, l.leading))
+		}
+		l.leading = append(l.leading, id)
+		l.starts = append(l.starts, leadStart{id, time.Now()})
+		l.mu.Unlock()
+		select {
+		case l.started <- id:
+		default: // more leaderships than any test expects; starts has them all
+		}
+		<-ctx.Done()
+		time.Sleep(leShutdown)
+		l.mu.Lock()
+		l.leading = slices.DeleteFunc(l.leading, func(s string) bool { return s == id })
+		l.mu.Unlock()
+	}
+}
+
+// candidate is a running LeaderElection.Run.
+type candidate struct {
+	id      string
+	cancel  context.CancelFunc
+	done    chan error
+	stopped sync.Once
+}
+
+func campaign(le typed.LeaderElection, lead func(context.Context)) *candidate {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &candidate{id: le.Identity, cancel: cancel, done: make(chan error, 1)}
+	go func() { c.done <- le.Run(ctx, lead) }()
+	return c
+}
+
+// stop cancels the candidate's Run and waits for it to return; it can be called again.
+func (c *candidate) stop(t *testing.T) {
+	t.Helper()
+	c.stopped.Do(func() {
+		c.cancel()
+		if err := receive(t, c.done, c.id+"'s Run returns once cancelled"); err != nil {
+			t.Errorf("%s: Run = %v", c.id, err)
+		}
+	})
+}
+
+// Candidate a leads and b campaigns; then a is cut off as each case describes. b must
+// not start leading before a's lead has returned (a's lead takes leShutdown to return
+// once a stops leading), and must take over: at once if a could release the Lease, else
+// once it expires.
+func TestLeaderElectionNeverLetsASuccessorLeadBeforeTheLeaderHasStopped(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// cutOff returns what cuts a off the API server, through server or a's client.
+		cutOff func(server *fake.Clientset, a *candidateLeases) (cut func())
+		// released: a can release the Lease, so b need not wait for it to expire.
+		released bool
+	}{{
+		name: "renewals rejected, release accepted",
+		cutOff: func(server *fake.Clientset, _ *candidateLeases) func() {
+			var cut atomic.Bool
+			rejectUpdates(server, &cut, "a")
+			return func() { cut.Store(true) }
+		},
+		released: true,
+	}, {
+		name: "renewals and release rejected",
+		cutOff: func(server *fake.Clientset, _ *candidateLeases) func() {
+			var cut atomic.Bool
+			rejectUpdates(server, &cut, "a", "")
+			return func() { cut.Store(true) }
+		},
+	}, {
+		name: "partitioned from the API server",
+		cutOff: func(_ *fake.Clientset, a *candidateLeases) func() {
+			return func() { a.partitioned.Store(true) }
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := newLeaseServer()
+			aLeases := &candidateLeases{LeasesGetter: server.CoordinationV1()}
+			cut := tc.cutOff(server, aLeases)
+			leaders := newLeadership()
+
+			a := campaign(leaderElection("a", aLeases), leaders.lead("a"))
+			defer a.stop(t)
+			if id := receive(t, leaders.started, "a leads"); id != "a" {
+				t.Fatalf("%s leads, want a, the only candidate", id)
+			}
+			bSawA := make(chan struct{})
+			var once sync.Once
+			leB := leaderElection("b", server.CoordinationV1())
+			leB.OnNewLeader = func(id string) {
+				if id == "a" {
+					once.Do(func() { close(bSawA) })
+				}
+			}
+			b := campaign(leB, leaders.lead("b"))
+			defer b.stop(t)
+			receive(t, bSawA, "b sees a lead")
+			cut()
+			if id := receive(t, leaders.started, "b takes over"); id != "b" {
+				t.Fatalf("%s leads, want b", id)
+			}
+			a.stop(t)
+			b.stop(t)
+
+			leaders.mu.Lock()
+			defer leaders.mu.Unlock()
+			for _, o := range leaders.overlaps {
+				t.Error(o)
+			}
+			var order []string
+			for _, s := range leaders.starts {
+				order = append(order, s.id)
+			}
+			if diff := cmp.Diff([]string{"a", "b"}, order); diff != "" {
+				t.Fatalf("who started leading, in order (-want +got):\n%s", diff)
+			}
+			expiry := aLeases.lastHeld().Add(leLeaseDuration)
+			bLeads := leaders.starts[1].at
+			if tc.released && !bLeads.Before(expiry) {
+				t.Errorf("b started leading %v after a's Lease expired: a did not release it", bLeads.Sub(expiry))
+			}
+			if !tc.released && bLeads.Before(expiry) {
+				t.Errorf("b started leading %v before a's Lease expired, though a could not release it", expiry.Sub(bLeads))
+			}
+			verifyNoLeaks(t)
+		})
+	}
+}
 
 func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 	client := fake.NewClientset()
@@ -114,6 +404,103 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 	case <-released:
 	default:
 		t.Error("the lease was not released when Run returned")
+	}
+	verifyNoLeaks(t)
+}
+
+// A leader whose lead returns after a successor has taken the Lease (its lead was
+// slower to return than LeaseDuration allows) must leave the successor's Lease alone
+// when it releases: whether the successor acquired it before the release read the
+// Lease, or between that read and the release's write.
+func TestLeaderElectionReleaseNeverOverwritesASuccessorsLease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// successorFirst: the successor acquires the Lease before the release reads it.
+		successorFirst bool
+	}{
+		{name: "successor acquired before the release reads the lease", successorFirst: true},
+		{name: "successor acquired between the release's read and write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := newLeaseServer()
+			leases := server.CoordinationV1().Leases(leNamespace)
+			bg := context.Background()
+			var successors *coordinationv1.Lease
+			succeed := func() {
+				lease, err := leases.Get(bg, leName, metav1.GetOptions{})
+				if err != nil {
+					t.Errorf("the successor reads the lease: %v", err)
+					return
+				}
+				now := metav1.NowMicro()
+				lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To("b"), LeaseDurationSeconds: ptr.To[int32](3),
+					AcquireTime: &now, RenewTime: &now, LeaseTransitions: ptr.To(*lease.Spec.LeaseTransitions + 1)}
+				if successors, err = leases.Update(bg, lease, metav1.UpdateOptions{}); err != nil {
+					t.Errorf("the successor acquires the lease: %v", err)
+				}
+			}
+			var leadReturned, successorDone atomic.Bool
+			aLeases := &candidateLeases{LeasesGetter: server.CoordinationV1()}
+			aLeases.aroundGet = func(get func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
+				// The first read after lead returned is the release's.
+				if !leadReturned.Load() || !successorDone.CompareAndSwap(false, true) {
+					return get()
+				}
+				if tc.successorFirst {
+					succeed()
+					return get()
+				}
+				lease, err := get()
+				succeed()
+				return lease, err
+			}
+			leading := make(chan struct{})
+			a := campaign(leaderElection("a", aLeases), func(ctx context.Context) {
+				close(leading)
+				<-ctx.Done()
+				leadReturned.Store(true)
+			})
+			receive(t, leading, "a leads")
+			a.stop(t)
+
+			if !successorDone.Load() {
+				t.Fatal("a's Run returned without reading the lease after lead returned")
+			}
+			got, err := leases.Get(bg, leName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(successors.Spec, got.Spec); diff != "" {
+				t.Errorf("the successor's lease after a's release (-want +got):\n%s", diff)
+			}
+			verifyNoLeaks(t)
+		})
+	}
+}
+
+// client-go calls OnNewLeader on goroutines it does not wait for; Run must not return
+// while one of these calls still runs.
+func TestLeaderElectionRunReturnsOnlyAfterOnNewLeaderHasReturned(t *testing.T) {
+	var running atomic.Int32
+	called := make(chan struct{}, 1)
+	le := leaderElection("a", fake.NewClientset().CoordinationV1())
+	le.OnNewLeader = func(string) {
+		running.Add(1)
+		defer running.Add(-1)
+		select {
+		case called <- struct{}{}:
+		default:
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	err := le.Run(ctx, func(ctx context.Context) {
+		receive(t, called, "OnNewLeader is called")
+		cancel()
+		<-ctx.Done()
+	})
+	if n := running.Load(); err != nil || n != 0 {
+		t.Errorf("Run = %v with %d OnNewLeader calls running, want <nil> with none", err, n)
 	}
 	verifyNoLeaks(t)
 }
