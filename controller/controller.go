@@ -230,6 +230,13 @@ func (c *Controller[T, L]) Synced() <-chan struct{} { return c.syncedCh }
 
 // WaitForSync blocks until HasSynced is true (returning nil) or ctx is done (returning
 // ctx.Err()).
+//
+// It means the initial list is in every handler's backlog, not that the handlers have
+// handled it. A change that reaches a handler's backlog while that key's initial addition
+// is still pending there merges into the addition (the handler never knew the object), so
+// a handler ported from client-go that reacts only in UpdateFunc would not see it. To
+// know that one handler has handled its initial state, wait on its
+// Registration.WaitForSync.
 func (c *Controller[T, L]) WaitForSync(ctx context.Context) error {
 	select {
 	case <-c.syncedCh:
