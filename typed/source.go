@@ -42,8 +42,11 @@ func (l *List[T]) DeepCopyObject() runtime.Object {
 	out := &List[T]{TypeMeta: l.TypeMeta}
 	l.ListMeta.DeepCopyInto(&out.ListMeta)
 	out.Items = make([]T, len(l.Items))
+	var zero T
 	for i, item := range l.Items {
-		out.Items[i] = item.DeepCopyObject().(T)
+		if item != zero { // a nil item stays nil rather than panic in its DeepCopyObject
+			out.Items[i] = item.DeepCopyObject().(T)
+		}
 	}
 	return out
 }
@@ -93,6 +96,9 @@ func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T
 	if err != nil {
 		return nil, err
 	}
+	if ul == nil {
+		return nil, fmt.Errorf("%w: the dynamic client's List returned a nil list", reflect.ErrNilResult)
+	}
 	out := &List[T]{TypeMeta: metav1.TypeMeta{APIVersion: ul.GetAPIVersion(), Kind: ul.GetKind()}}
 	out.SetResourceVersion(ul.GetResourceVersion())
 	out.SetContinue(ul.GetContinue())
@@ -122,7 +128,16 @@ func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.
 	if err != nil {
 		return nil, err
 	}
-	cw := &convertingWatch[T]{upstream: w, result: make(chan watch.Event), stop: make(chan struct{})}
+	// The converting goroutine would panic on a nil watch and never end on a nil channel.
+	if v := goreflect.ValueOf(w); w == nil || v.Kind() == goreflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("%w: the dynamic client's Watch returned %#v", reflect.ErrNilResult, w)
+	}
+	upstream := w.ResultChan()
+	if upstream == nil {
+		w.Stop()
+		return nil, fmt.Errorf("%w: the dynamic client's Watch returned a %T whose result channel is nil", reflect.ErrNilResult, w)
+	}
+	cw := &convertingWatch[T]{upstream: w, events: upstream, result: make(chan watch.Event), stop: make(chan struct{})}
 	go cw.loop()
 	return cw, nil
 }
@@ -132,6 +147,7 @@ func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.
 // for Stop.
 type convertingWatch[T event.Object] struct {
 	upstream watch.Interface
+	events   <-chan watch.Event // upstream's
 	result   chan watch.Event
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -155,7 +171,7 @@ func (w *convertingWatch[T]) loop() {
 		select {
 		case <-w.stop:
 			return
-		case e, ok = <-w.upstream.ResultChan():
+		case e, ok = <-w.events:
 			if !ok {
 				return
 			}

@@ -255,6 +255,62 @@ func TestUnconvertibleObjectIsReportedNeverDeleted(t *testing.T) {
 	}
 }
 
+// nilDynamic is a dynamic resource whose List and Watch return nothing and no error.
+type nilDynamic struct {
+	dynamic.ResourceInterface
+	watch watch.Interface
+}
+
+func (nilDynamic) List(context.Context, metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	return nil, nil
+}
+
+func (n nilDynamic) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return n.watch, nil
+}
+
+type noChannelDynamicWatch struct{}
+
+func (noChannelDynamicWatch) ResultChan() <-chan watch.Event { return nil }
+func (noChannelDynamicWatch) Stop()                          {}
+
+// TestDynamicReportsNilFromTheDynamicClient keeps DESIGN 18 at typed.Dynamic's own
+// boundary: a dynamic client answering List or Watch with nil (or a watch with no
+// channel) and no error is an error wrapping reflect.ErrNilResult, not a panic in the
+// converting goroutine or a watch that never delivers.
+func TestDynamicReportsNilFromTheDynamicClient(t *testing.T) {
+	ctx := context.Background()
+	if l, err := typed.FromDynamic[*Widget](nilDynamic{}).List(ctx, metav1.ListOptions{}); l != nil || !errors.Is(err, reflect.ErrNilResult) {
+		t.Errorf("List() = %v, %v; want an error wrapping ErrNilResult", l, err)
+	}
+	tests := []struct {
+		name  string
+		watch watch.Interface
+	}{
+		{name: "nil watch"},
+		{name: "typed-nil watch", watch: (*watch.FakeWatcher)(nil)},
+		{name: "watch with no channel", watch: noChannelDynamicWatch{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := typed.FromDynamic[*Widget](nilDynamic{watch: tt.watch}).Watch(ctx, metav1.ListOptions{})
+			if w != nil || !errors.Is(err, reflect.ErrNilResult) {
+				t.Errorf("Watch() = %v, %v; want an error wrapping ErrNilResult", w, err)
+			}
+		})
+	}
+}
+
+// TestListDeepCopyKeepsNilItems: a typed.List holding a nil item copies it as nil rather
+// than panic in the item's DeepCopyObject.
+func TestListDeepCopyKeepsNilItems(t *testing.T) {
+	l := &typed.List[*Widget]{Items: []*Widget{nil, {ObjectMeta: metav1.ObjectMeta{Name: "a"}}}}
+	got := l.DeepCopyObject().(*typed.List[*Widget])
+	if diff := cmp.Diff(l, got); diff != "" {
+		t.Errorf("DeepCopyObject (-want +got):\n%s", diff)
+	}
+}
+
 func TestDynamicWatchConvertsAndStopsWithAnEventUnread(t *testing.T) {
 	ctx := context.Background()
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
