@@ -3,6 +3,7 @@ package typed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -29,8 +30,9 @@ type LeaderElection struct {
 	// Identity of this replica, unique among the replicas (a pod name, a hostname).
 	Identity string
 	// LeaseDuration is how long a lease is valid without renewal (15s when zero): the
-	// longest a dead leader blocks a successor. The Lease stores it in whole seconds,
-	// rounded down, and a successor waits that long.
+	// longest a dead leader blocks a successor. It must be a whole number of seconds, as
+	// the Lease stores it in seconds: a successor reading a rounded-down duration would
+	// acquire the Lease while this replica still leads.
 	LeaseDuration time.Duration
 	// RenewDeadline is how long the leader keeps trying to renew before it gives up
 	// leading (10s when zero). A leader cut off from the API server stops leading about
@@ -50,6 +52,10 @@ type LeaderElection struct {
 // ErrNoIdentity is returned by Run when LeaderElection.Identity is empty.
 var ErrNoIdentity = errors.New("leader election needs an identity")
 
+// ErrLeaseDuration is returned, wrapped, by Run when LeaderElection.LeaseDuration is not
+// a whole number of seconds.
+var ErrLeaseDuration = errors.New("lease duration must be a whole number of seconds")
+
 // Run campaigns for the Lease until ctx is done. Each time it wins, it calls lead with a
 // context that is cancelled when leadership is lost (the Lease could not be renewed
 // within RenewDeadline) or ctx ends, and waits for lead to return before it campaigns
@@ -60,6 +66,9 @@ var ErrNoIdentity = errors.New("leader election needs an identity")
 func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	if le.Identity == "" {
 		return ErrNoIdentity
+	}
+	if le.LeaseDuration%time.Second != 0 {
+		return fmt.Errorf("%w: %v", ErrLeaseDuration, le.LeaseDuration)
 	}
 	// client-go's ReleaseOnCancel is not used: on a renewal failure, client-go releases
 	// the Lease before lead has returned, and a successor would lead alongside.

@@ -511,3 +511,24 @@ func TestLeaderElectionNeedsAnIdentity(t *testing.T) {
 		t.Errorf("Run without identity = %v, want ErrNoIdentity", err)
 	}
 }
+
+func TestLeaderElectionRefusesALeaseDurationTheLeaseCannotStore(t *testing.T) {
+	tests := []struct {
+		name     string
+		duration time.Duration
+		want     error
+	}{
+		{name: "not whole seconds: successors would read 1s and take over early", duration: 1500 * time.Millisecond, want: typed.ErrLeaseDuration},
+		{name: "below a second: successors would read 0s and take over at once", duration: 500 * time.Millisecond, want: typed.ErrLeaseDuration},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			led := false
+			err := typed.LeaderElection{Client: fake.NewClientset().CoordinationV1(), Name: "x", Identity: "a", LeaseDuration: tt.duration}.
+				Run(context.Background(), func(context.Context) { led = true })
+			if !errors.Is(err, tt.want) || led {
+				t.Errorf("Run with LeaseDuration %v = %v (led: %v), want %v without leading", tt.duration, err, led, tt.want)
+			}
+		})
+	}
+}
