@@ -544,31 +544,106 @@ func slicesContainsErr(errs []error, want error) bool {
 	return false
 }
 
-// TestUnreadableWatchedObjectKeepsItsCachedState keeps DESIGN 18 on the watch path: an
-// Unreadable in a watch event is reported with its cause and skipped, so the cached
-// object is neither updated nor deleted, and the watch goes on.
-func TestUnreadableWatchedObjectKeepsItsCachedState(t *testing.T) {
+// TestUnreadableWatchedObjectKeepsItsStateUnlessDeleted keeps DESIGN 18 and 15 on the
+// watch path: an addition or modification whose object cannot be read is reported with
+// its cause and skipped, so the cached object is neither updated nor deleted; a deletion
+// whose object cannot be read is reported and still recorded, final-state-unknown and
+// keyed by the metadata that can be read, so that a deleted object does not stay cached.
+func TestUnreadableWatchedObjectKeepsItsStateUnlessDeleted(t *testing.T) {
 	errConvert := errors.New("spec.size: not a number")
-	for _, typ := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted} {
-		t.Run(string(typ), func(t *testing.T) {
+	unstructuredA := &unstructured.Unstructured{}
+	unstructuredA.SetNamespace("ns")
+	unstructuredA.SetName("a")
+	unstructuredA.SetResourceVersion("7")
+	refusedByTransform := cm("a")
+	refusedByTransform.Annotations = map[string]string{"transform": "fails"}
+	deletionOfA := call{Op: "Add", Type: event.Deleted, Names: []string{"a"}, FinalStateUnknown: true}
+	tests := []struct {
+		name  string
+		event watch.Event
+		// want is the cache call the event becomes, if any.
+		want    *call
+		wantErr error
+	}{
+		{name: "added", event: watch.Event{Type: watch.Added, Object: &reflect.Unreadable{Object: cm("a"), Err: errConvert}}, wantErr: errConvert},
+		{name: "modified", event: watch.Event{Type: watch.Modified, Object: &reflect.Unreadable{Object: unstructuredA, Err: errConvert}}, wantErr: errConvert},
+		{name: "deleted, as a T", event: watch.Event{Type: watch.Deleted, Object: &reflect.Unreadable{Object: cm("a"), Err: errConvert}}, want: &deletionOfA, wantErr: errConvert},
+		{name: "deleted, as metadata", event: watch.Event{Type: watch.Deleted, Object: &reflect.Unreadable{Object: unstructuredA, Err: errConvert}}, want: &deletionOfA, wantErr: errConvert},
+		{name: "deleted, refused by Transform", event: watch.Event{Type: watch.Deleted, Object: refusedByTransform}, want: &deletionOfA, wantErr: errConvert},
+		{name: "deleted, with nothing to key by", event: watch.Event{Type: watch.Deleted, Object: &reflect.Unreadable{Err: errConvert}}, wantErr: errConvert},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
-			cache := startWatching(t, src, reflect.Options[obj]{})
-			src.Send(watch.Event{Type: typ, Object: &reflect.Unreadable{Object: cm("a"), Err: errConvert}})
+			cache := startWatching(t, src, reflect.Options[obj]{Transform: func(o obj) (obj, error) {
+				if o.Annotations["transform"] == "fails" {
+					return nil, errConvert
+				}
+				return o, nil
+			}})
+			src.Send(tt.event)
 			if _, err := src.Create(cm("b")); err != nil {
 				t.Fatal(err)
 			}
-			cache.waitFor(t, "the next good event", cache.last(2))
+			want := []call{{Op: "Replace", Names: []string{"a"}}}
+			if tt.want != nil {
+				want = append(want, *tt.want)
+			}
+			want = append(want, call{Op: "Add", Type: event.Added, Names: []string{"b"}})
+			cache.waitFor(t, "the next good event", cache.last(len(want)))
 			calls, errs := cache.snapshot()
-			want := []call{{Op: "Replace", Names: []string{"a"}}, {Op: "Add", Type: event.Added, Names: []string{"b"}}}
 			if diff := cmp.Diff(want, calls); diff != "" {
 				t.Errorf("cache calls (-want +got):\n%s", diff)
 			}
-			if len(errs) != 1 || !errors.Is(errs[0], errConvert) || !errors.Is(errs[0], reflect.ErrUnexpectedObject) || !strings.Contains(errs[0].Error(), errConvert.Error()) {
+			if len(errs) != 1 || !errors.Is(errs[0], errConvert) || !strings.Contains(errs[0].Error(), errConvert.Error()) {
 				t.Errorf("errors = %v, want one carrying the conversion error", errs)
 			}
 		})
 	}
 }
+
+// TestUnreadableDeletionIsDeliveredWithTheLastKnownState: through the real event cache,
+// the deletion recorded for an unreadable DELETED event reaches the handlers with the
+// last state the cache knew, marked final-state-unknown, and the object leaves the cache.
+func TestUnreadableDeletionIsDeliveredWithTheLastKnownState(t *testing.T) {
+	known := cm("a")
+	known.Data = map[string]string{"last": "known"}
+	src := fake.New[obj, *corev1.ConfigMapList](known)
+	w := eventcache.NewWriter[obj](nil)
+	c := eventcache.NewEventQueueCollection(w.Store(), eventcache.Options[obj]{})
+	got := make(chan event.Event[obj], 10)
+	rtc := eventcache.NewResourceTrackingConsumer[obj](w, sinkFunc(func(_ string, e event.Event[obj]) { got <- e }), nil)
+	r := reflect.New[obj, *corev1.ConfigMapList](src, c, reflect.Options[obj]{OnError: func(error) {}})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = c.Drain(ctx, rtc) }()
+	go func() { defer wg.Done(); r.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	waitForWatchers(t, src, 1)
+	if e := <-got; e.Type != event.Added {
+		t.Fatalf("first delivery = %s, want the listed addition", e)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetNamespace("ns")
+	u.SetName("a")
+	src.Send(watch.Event{Type: watch.Deleted, Object: &reflect.Unreadable{Object: u, Err: errors.New("does not convert")}})
+	select {
+	case e := <-got:
+		if e.Type != event.Deleted || !e.FinalStateUnknown || e.Object.Data["last"] != "known" {
+			t.Errorf("delivered %s with data %v, want a final-state-unknown deletion with the last known state", e, e.Object.Data)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the deletion was never delivered")
+	}
+	if _, ok := w.Store().Get("ns/a"); ok {
+		t.Error("the deleted object is still cached")
+	}
+}
+
+type sinkFunc func(string, event.Event[obj])
+
+func (f sinkFunc) Deliver(key string, e event.Event[obj]) { f(key, e) }
 
 // TestWatchErrorEventFromTheDynamicClientIsUnderstood: the dynamic client decodes an ERROR
 // event's status as an Unstructured, not a *metav1.Status; its 410 Gone must still make

@@ -58,7 +58,8 @@ func (s *scriptedLW) Watch(ctx context.Context, _ metav1.ListOptions) (watch.Int
 
 // FuzzReflectorWatchEvents sends random watch streams, with events of every type and
 // objects of the wrong type, nil and typed-nil objects (in additions, deletions,
-// bookmarks and ERROR events), Unreadables, nameless objects and ERROR events, through a
+// bookmarks and ERROR events), Unreadables (a deletion still deletes), nameless objects
+// and ERROR events, through a
 // reflector into an event cache, after random faults of the ListerWatcher (typed-nil
 // lists, nil and typed-nil watches, watches with no channel). It checks that nothing
 // panics and that the cache ends equal to a model that applies the valid events in order
@@ -103,8 +104,13 @@ func FuzzReflectorWatchEvents(f *testing.F) {
 			case 10:
 				events = append(events, watch.Event{Type: watch.Bookmark, Object: []runtime.Object{nil, (*corev1.ConfigMap)(nil), (*metav1.Status)(nil), &reflect.Unreadable{}}[arg%4]})
 			case 11:
-				// An object the ListerWatcher could not read: the cached state stays.
-				events = append(events, watch.Event{Type: []watch.EventType{watch.Added, watch.Modified, watch.Deleted}[arg%3], Object: &reflect.Unreadable{Object: o, Err: errors.New("fuzz")}})
+				// An object the ListerWatcher could not read: the cached state stays, unless
+				// the server said it was deleted.
+				typ := []watch.EventType{watch.Added, watch.Modified, watch.Deleted}[arg%3]
+				events = append(events, watch.Event{Type: typ, Object: &reflect.Unreadable{Object: o, Err: errors.New("fuzz")}})
+				if typ == watch.Deleted {
+					delete(model, "ns/"+name)
+				}
 			case 12:
 				events = append(events, watch.Event{Type: watch.Added, Object: []runtime.Object{nil, (*corev1.ConfigMap)(nil), (*reflect.Unreadable)(nil), (*corev1.Secret)(nil)}[arg%4]})
 			case 13:

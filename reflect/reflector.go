@@ -31,7 +31,9 @@
 //     its list with an error wrapping ErrIncompleteList) replaces the cache as
 //     eventcache.IncompleteList: what is missing from it is not deleted, since it may be
 //     a live object that could not be read (DESIGN 18). A watched object that cannot be
-//     read keeps its cached state.
+//     read keeps its cached state, except in a DELETED event: the server said it is gone,
+//     so its deletion is recorded, final-state-unknown, with the last known state
+//     (DESIGN 15), keyed by the metadata that can be read.
 //   - A ListerWatcher that returns nil and no error from List or Watch (ErrNilResult), a
 //     watch with no result channel, a nil or typed-nil ERROR status or bookmark object:
 //     every input at this boundary is a reported error, never a panic, and a failed list
@@ -586,9 +588,25 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 		}
 		obj, rv, err := r.read(e.Object)
 		if err != nil {
-			// The object keeps its cached state, and the resource version stays before the
-			// event, so that a watch resumed from it sees the event again.
 			r.report(ctx, fmt.Errorf("%s: watch %s event: %w", r.opts.Name, e.Type, err))
+			if t != event.Deleted {
+				// The object keeps its cached state, and the resource version stays before
+				// the event, so that a watch resumed from it sees the event again.
+				continue
+			}
+			// The server says the object is gone; only its final state is unreadable.
+			// Skipping the event would keep a deleted object cached until a complete relist,
+			// which may never come (DESIGN 15): record a final-state-unknown deletion, which
+			// the consumer delivers with the last known state, keyed by what can be read.
+			var ok bool
+			if obj, rv, ok = deletedKey[T](e.Object); !ok {
+				continue
+			}
+			if err := r.cache.Add(event.Event[T]{Type: event.Deleted, Object: obj, FinalStateUnknown: true}); err != nil {
+				r.report(ctx, fmt.Errorf("%s: watch %s event: %w", r.opts.Name, e.Type, err))
+				continue
+			}
+			r.setRV(rv)
 			continue
 		}
 		if err := r.cache.Add(event.Event[T]{Type: t, Object: obj}); err != nil {
@@ -628,6 +646,54 @@ func (r *Reflector[T, L]) read(o runtime.Object) (T, string, error) {
 		return zero, "", fmt.Errorf("transform %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
 	return out, rv, nil
+}
+
+// deletedKey returns, for the object of a DELETED event that read refused, a T that
+// carries its identity (namespace, name, UID, labels, annotations, resource version), for
+// the cache to key the deletion by: the object itself when it is a T that Transform
+// refused, or a new T with the metadata of an Unreadable's object. It returns false for a
+// nil object or one of another type, which say nothing about which object is gone, and
+// when T is not a pointer to a struct it can allocate.
+func deletedKey[T event.Object](o runtime.Object) (T, string, bool) {
+	var zero T
+	if obj, ok := o.(T); ok && !isNil(obj) {
+		return obj, obj.GetResourceVersion(), true
+	}
+	u, ok := o.(*Unreadable)
+	if !ok || u == nil || isNil(u.Object) {
+		return zero, "", false
+	}
+	if obj, ok := u.Object.(T); ok && !isNil(obj) {
+		return obj, obj.GetResourceVersion(), true
+	}
+	src, err := meta.Accessor(u.Object)
+	typ := goreflect.TypeOf(zero)
+	if err != nil || isNil(src) || typ == nil || typ.Kind() != goreflect.Pointer || typ.Elem().Kind() != goreflect.Struct {
+		return zero, "", false
+	}
+	obj, ok := goreflect.New(typ.Elem()).Interface().(T)
+	if !ok || !copyIdentity(obj, src) {
+		return zero, "", false
+	}
+	return obj, src.GetResourceVersion(), true
+}
+
+// copyIdentity copies src's identity onto obj, a zero value just allocated. It returns
+// false if obj's metadata cannot be set, as when it sits behind an embedded pointer that
+// is nil in a zero value: a user's type must not crash the reflector.
+func copyIdentity[T event.Object](obj T, src metav1.Object) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	obj.SetNamespace(src.GetNamespace())
+	obj.SetName(src.GetName())
+	obj.SetUID(src.GetUID())
+	obj.SetLabels(src.GetLabels())
+	obj.SetAnnotations(src.GetAnnotations())
+	obj.SetResourceVersion(src.GetResourceVersion())
+	return true
 }
 
 func errUnexpected[T event.Object](o runtime.Object) error {

@@ -36,9 +36,10 @@ func cm(name string) obj {
 
 // call is one call of the EventCache, reduced to what the tests compare.
 type call struct {
-	Op    string
-	Type  event.Type `cmp:"omitempty"`
-	Names []string
+	Op                string
+	Type              event.Type
+	Names             []string
+	FinalStateUnknown bool
 }
 
 // recordingCache is an EventCache that records its calls and, like the real one, rejects
@@ -66,7 +67,7 @@ func (c *recordingCache) Add(e event.Event[obj]) error {
 	if _, err := event.ObjectKey(e.Object); err != nil {
 		return err
 	}
-	c.record(call{Op: "Add", Type: e.Type, Names: []string{e.Object.Name}})
+	c.record(call{Op: "Add", Type: e.Type, Names: []string{e.Object.Name}, FinalStateUnknown: e.FinalStateUnknown})
 	return nil
 }
 

@@ -8,8 +8,11 @@ import (
 // Unreadable stands, in a watch event, for an object that a ListerWatcher received but
 // could not turn into its T, such as a custom resource that no longer converts to its Go
 // struct. The reflector reports Err through Options.OnError and skips the event, so the
-// cached state of the object is kept (neither updated nor deleted); during a watch-list's
-// initial events it also makes the list incomplete (see ErrIncompleteList).
+// cached state of the object is kept; during a watch-list's initial events it also makes
+// the list incomplete (see ErrIncompleteList). In a DELETED event, where the server says
+// the object is gone, the reflector records a final-state-unknown deletion keyed by
+// Object's metadata, which the handlers receive with the last known state, so that the
+// deletion is not lost.
 //
 // A ListerWatcher that converts objects sends an Unreadable rather than dropping the
 // event, so that the failure reaches the reflector's error handler with its detail.

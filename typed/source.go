@@ -60,8 +60,10 @@ func (l *List[T]) DeepCopyObject() runtime.Object {
 // deleted one: List returns the items that converted with an error wrapping
 // reflect.ErrIncompleteList and every conversion error, so that the reflector reports it
 // and deletes nothing on that list; Watch sends a *reflect.Unreadable carrying the
-// conversion error, which the reflector reports and skips, keeping the cached state.
-// Either way the error reaches the controller's error handler (controller.WithErrorHandler).
+// conversion error, which the reflector reports and skips, keeping the cached state (a
+// deletion is still recorded, with the last known state, since the server said the
+// object is gone). Either way the error reaches the controller's error handler
+// (controller.WithErrorHandler).
 type Dynamic[T event.Object] struct {
 	client dynamic.ResourceInterface
 }

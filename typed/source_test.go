@@ -167,12 +167,13 @@ func (e *expiringWidgets) expire() {
 	w.Stop()
 }
 
-// TestUnconvertibleObjectIsReportedNeverDeleted keeps DESIGN 18 for typed.Dynamic: a live
-// widget that stops converting to *Widget, first on the watch and then on a relist, is
-// reported to the controller's error handler with the conversion error, is never
-// reported deleted and keeps its cached state; once it converts again, the cache
-// converges.
-func TestUnconvertibleObjectIsReportedNeverDeleted(t *testing.T) {
+// TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo keeps DESIGN 18 for
+// typed.Dynamic: a live widget that stops converting to *Widget, first on the watch and
+// then on a relist, is reported to the controller's error handler with the conversion
+// error, is never reported deleted and keeps its cached state; once it converts again,
+// the cache converges. And DESIGN 15: when the server deletes it while it does not
+// convert, the handlers see the deletion, with the last state that converted.
+func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{widgets: "WidgetList"}, widget("small", 1), widget("big", 9))
@@ -252,6 +253,25 @@ func TestUnconvertibleObjectIsReportedNeverDeleted(t *testing.T) {
 	}
 	if got := bigSize(); got != 10 {
 		t.Errorf("cached big has size %d, want 10", got)
+	}
+
+	// Deleted while it does not convert: the deletion is not lost.
+	update("not a number again")
+	if err := src.Delete(ctx, "big", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		e := receive(t, events, "big's deletion")
+		if e.Type != event.Deleted {
+			continue
+		}
+		if e.Object.Name != "big" || !e.FinalStateUnknown || e.Object.Spec.Size != 10 {
+			t.Errorf("delivered %s with size %d, want big's final-state-unknown deletion with size 10", e, e.Object.Spec.Size)
+		}
+		break
+	}
+	if _, ok := c.Store().GetByName("ns", "big"); ok {
+		t.Error("big is still cached after the server deleted it")
 	}
 }
 
