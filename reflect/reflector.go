@@ -135,7 +135,8 @@ type Options[T event.Object] struct {
 	Clock clock.WithTicker
 	// Transform, when set, is applied to every object before it enters the cache, for
 	// example to drop managedFields. An object it fails on, or returns nil for, is
-	// reported and skipped, and makes a list it is in incomplete (nothing is deleted).
+	// reported and skipped: a list it is in is incomplete (nothing is deleted), and a
+	// watched deletion of it is still recorded, with the last known state.
 	Transform func(T) (T, error)
 	// TweakListOptions, when set, adjusts the options of every list and watch, for
 	// example to add a label selector.
