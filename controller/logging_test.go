@@ -185,3 +185,46 @@ func TestHandlerPanicIsLoggedWithItsStack(t *testing.T) {
 }
 
 func panickyHandler(context.Context, event.Event[obj]) { panic("boom") }
+
+// TestPanickingErrorHandlerIsLoggedNotFatal keeps DESIGN 18 for the error handler: a
+// handler that panics on the reflector's goroutine (an unexpected object) and on a
+// handler's (a handler panic) is recovered and logged as an error with its stack, and
+// the controller goes on.
+func TestPanickingErrorHandlerIsLoggedNotFatal(t *testing.T) {
+	src := fake.New[obj, list](cm("ns", "a", nil))
+	logs := &logLines{}
+	c := controller.New[obj, list](src, controller.WithErrorHandler(func(context.Context, error) { panic("error handler boom") }))
+	if _, err := c.AddHandler("panicky", controller.HandlerFunc[obj](panickyHandler)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logs.logger()))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if err := src.WaitForWatchers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	src.Send(watch.Event{Type: watch.Added})
+	if _, err := src.Create(cm("ns", "b", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := c.Store().Get("ns/b")
+		return ok, nil
+	}); err != nil {
+		t.Fatal("the controller stopped after its error handler panicked")
+	}
+	for _, handling := range []string{"unexpected object", "panicked on"} {
+		var found bool
+		for _, m := range logs.all() {
+			h, _ := m["handling"].(string)
+			stack, _ := m["stack"].(string)
+			if m["msg"] == "error handler panicked" && strings.Contains(h, handling) && strings.Contains(stack, "TestPanickingErrorHandlerIsLoggedNotFatal") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no error logged for the error handler's panic on %q, with its stack; lines: %v", handling, logs.all())
+		}
+	}
+}

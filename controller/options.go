@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,7 +62,7 @@ func (c *config) reportError(ctx context.Context, err error) {
 	logger := klog.FromContext(ctx)
 	if c.onError != nil {
 		logger.V(4).Info("controller error", "controller", c.name, "err", err)
-		c.onError(ctx, err)
+		c.callErrorHandler(ctx, logger, err)
 		return
 	}
 	var panicked *HandlerPanicError
@@ -73,6 +74,18 @@ func (c *config) reportError(ctx context.Context, err error) {
 	default:
 		logger.Error(err, "controller error", "controller", c.name)
 	}
+}
+
+// callErrorHandler calls the error handler and recovers a panic in it: it runs on the
+// reflector's, the consumer's and the handlers' goroutines, where a panic would end the
+// process. The panic is logged as an error, with its stack and the error being handled.
+func (c *config) callErrorHandler(ctx context.Context, logger klog.Logger, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			logger.Error(fmt.Errorf("%v", v), "error handler panicked", "controller", c.name, "handling", err.Error(), "stack", string(debug.Stack()))
+		}
+	}()
+	c.onError(ctx, err)
 }
 
 // WithName names the controller in logs and errors.
@@ -108,7 +121,7 @@ func WithListOptions(tweak func(*metav1.ListOptions)) Option {
 // recovered handler panics (as *HandlerPanicError). Routine protocol events, such as
 // 410 Gone before a relist, are among them; reflect.IsRoutine tells them apart. Without
 // a handler, errors are logged: routine ones at verbosity 2, the others as errors. It
-// must not block.
+// must not block; a panic in it is recovered and logged as an error.
 func WithErrorHandler(fn func(ctx context.Context, err error)) Option {
 	return func(c *config) { c.onError = fn }
 }
