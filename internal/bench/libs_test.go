@@ -27,7 +27,8 @@ type configMapLW interface {
 }
 
 // informer is a running typedinformer controller or client-go informer, as the
-// benchmarks see it. Reads go straight to each library's own cache API.
+// benchmarks see it. Reads go straight to each library's own cache API, the typed one
+// where the library has one.
 type informer interface {
 	// synced reports whether the library and its one handler have synced.
 	synced() bool
@@ -42,16 +43,19 @@ type informer interface {
 	errs() []error
 }
 
-// library starts one of the two libraries on lw with one handler that reports to rec.
+// library starts one of the libraries on lw with one handler that reports to rec.
 type library struct {
 	name  string
 	start func(lw configMapLW, rec *recorder) informer
 }
 
-// libraries are the two sides of every comparison, in the order they run.
+// libraries are the sides of every comparison, in the order they run: typedinformer,
+// client-go's SharedIndexInformer, and the same informer behind client-go's typed
+// wrapper, TypedSharedIndexInformer[*corev1.ConfigMap] (typed handlers and indexer).
 var libraries = []library{
 	{name: "typedinformer", start: startTypedinformer},
 	{name: "client-go", start: startClientGo},
+	{name: "client-go-typed", start: startClientGoTyped},
 }
 
 // errorLog collects reported errors until stop begins.
@@ -148,17 +152,7 @@ type clientGoRun struct {
 // cache.ListWatch over lw, as the generated informers build it.
 func startClientGo(lw configMapLW, rec *recorder) informer {
 	r := &clientGoRun{done: make(chan struct{})}
-	lwc := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
-			l, err := lw.List(ctx, opts)
-			if err != nil {
-				return nil, err
-			}
-			return l, nil
-		},
-		WatchFuncWithContext: lw.Watch,
-	}
-	r.inf = cache.NewSharedIndexInformer(lwc, &corev1.ConfigMap{}, 0,
+	r.inf = cache.NewSharedIndexInformer(clientGoListWatch(lw), &corev1.ConfigMap{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	r.idx = r.inf.GetIndexer()
 	if err := r.inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
@@ -209,8 +203,114 @@ func (r *clientGoRun) stop() {
 	<-r.done
 }
 
-// recorder is the state of the one handler both libraries call. Its work per event is
-// the same for both: a counter, a map lookup by pointer, and a channel close at the end.
+// clientGoListWatch is the cache.ListWatch over lw that both client-go informers run on,
+// built as the generated informers build theirs.
+func clientGoListWatch(lw configMapLW) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
+			l, err := lw.List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return l, nil
+		},
+		WatchFuncWithContext: lw.Watch,
+	}
+}
+
+// clientGoTypedRun is a running client-go TypedSharedIndexInformer[*corev1.ConfigMap].
+type clientGoTypedRun struct {
+	errorLog
+	inf    cache.TypedSharedIndexInformer[*corev1.ConfigMap]
+	idx    cache.TypedIndexer[*corev1.ConfigMap]
+	reg    cache.ResourceEventHandlerRegistration
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startClientGoTyped runs cache.NewTypedSharedIndexInformer[*corev1.ConfigMap] over
+// cache.NewSharedIndexInformer with default options (no resync), on the same
+// cache.ListWatch as startClientGo, through the typed API wherever client-go v0.37 has
+// one: the namespace index as a typed index function (AddTypedIndexers), the handler as a
+// TypedResourceEventHandlerFuncs (AddTypedEventHandler), reads through GetTypedIndexer.
+// Underneath, it is the same informer, store and processor as startClientGo's: the
+// typed layer wraps the handler (a type assertion per call) and the indexer.
+func startClientGoTyped(lw configMapLW, rec *recorder) informer {
+	r := &clientGoTypedRun{done: make(chan struct{})}
+	r.inf = cache.NewTypedSharedIndexInformer[*corev1.ConfigMap](
+		cache.NewSharedIndexInformer(clientGoListWatch(lw), &corev1.ConfigMap{}, 0, cache.Indexers{}))
+	if err := r.inf.AddTypedIndexers(cache.TypedIndexers[*corev1.ConfigMap]{
+		cache.NamespaceIndex: func(obj *corev1.ConfigMap) ([]string, error) { return []string{obj.Namespace}, nil },
+	}); err != nil {
+		panic(err)
+	}
+	r.idx = r.inf.GetTypedIndexer()
+	if err := r.inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		r.add(err)
+	}); err != nil {
+		panic(err)
+	}
+	reg, err := r.inf.AddTypedEventHandler(cache.TypedResourceEventHandlerFuncs[*corev1.ConfigMap]{
+		AddFunc:    func(obj *corev1.ConfigMap) { rec.onAdd(obj) },
+		UpdateFunc: func(_, obj *corev1.ConfigMap) { rec.onUpdate(obj) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	r.reg = reg
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		r.inf.RunWithContext(ctx)
+	}()
+	return r
+}
+
+func (r *clientGoTypedRun) synced() bool { return r.inf.HasSynced() && r.reg.HasSynced() }
+
+// get: TypedIndexer has no typed Get, so this is the untyped GetByKey and the type
+// assertion, as with the untyped informer.
+func (r *clientGoTypedRun) get(key string) (*corev1.ConfigMap, bool) {
+	obj, ok, err := r.idx.GetByKey(key)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return obj.(*corev1.ConfigMap), true
+}
+
+// list: TypedIndexer has no typed List either; a caller that needs []*corev1.ConfigMap
+// converts the untyped List, as client-go's own ByTypedIndex does for an index.
+func (r *clientGoTypedRun) list() int {
+	untyped := r.idx.List()
+	typed := make([]*corev1.ConfigMap, len(untyped))
+	for i, obj := range untyped {
+		typed[i] = obj.(*corev1.ConfigMap)
+	}
+	listSink = typed // so that the conversion cannot be optimised away
+	return len(typed)
+}
+
+// listSink holds the last typed list of clientGoTypedRun.list.
+var listSink []*corev1.ConfigMap
+
+func (r *clientGoTypedRun) byNamespace(ns string) int {
+	objs, err := r.idx.ByTypedIndex(cache.NamespaceIndex, ns)
+	if err != nil {
+		panic(err)
+	}
+	return len(objs)
+}
+
+func (r *clientGoTypedRun) stop() {
+	r.errorLog.stop()
+	r.cancel()
+	<-r.done
+}
+
+// recorder is the state of the one handler every library calls. Its work per event is
+// the same for all: a counter, parsing the resource version (Dataset.IsFinal), and a
+// channel close at the end.
 type recorder struct {
 	// isFinal tells the last state of a key in the stream; nil when not needed.
 	isFinal func(*corev1.ConfigMap) bool

@@ -1,13 +1,14 @@
-// Package bench holds the benchmarks that run typedinformer's controller.Controller and
-// client-go's cache.SharedIndexInformer side by side on identical input (`make bench`,
-// which writes BENCHMARKS.md through internal/benchreport).
+// Package bench holds the benchmarks that run typedinformer's controller.Controller,
+// client-go's cache.SharedIndexInformer and client-go's typed wrapper of it,
+// cache.TypedSharedIndexInformer[*corev1.ConfigMap], side by side on identical input
+// (`make bench`, which writes BENCHMARKS.md through internal/benchreport).
 //
-// Both libraries are fed by the same in-memory [Source]: List returns one pre-built
+// Every library is fed by the same in-memory [Source]: List returns one pre-built
 // *corev1.ConfigMapList and Watch returns a [Watch] whose events the benchmark pushes one
 // at a time through an unbuffered channel, as client-go's StreamWatcher delivers decoded
 // events. The objects and events come from a [Dataset] that is built once, outside the
-// timed sections, and shared by both libraries, so neither pays for producing its input
-// and both see exactly the same pointers in the same order.
+// timed sections, and shared by all libraries, so that they see the same objects (or,
+// for a fresh stream, objects built the same way at the same point) in the same order.
 //
 // The benchmarks themselves are in the _test.go files; this file holds only the input
 // machinery, so that it is documented and usable from other benchmarks of the module.
@@ -17,7 +18,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,8 +124,22 @@ const Namespaces = 10
 // state (see IsFinal), so that a handler can tell when it has caught up with the whole
 // stream even when a library merges modifications.
 //
-// The objects are built before the timed part and shared; each holds one small data
-// entry and a label, like a typical ConfigMap.
+// The stream comes in two kinds, which differ only in where its objects come from:
+//
+//   - prebuilt ([NewDataset]): every object of the stream is built before the timed part
+//     and kept by the Dataset, a shallow copy of its key's listed object (name, labels
+//     and data shared) with a new resource version. Pushing an event costs nothing but
+//     the channel hand-over and the replaced object never becomes garbage, so a library
+//     pays for its own work only: a lower bound.
+//   - fresh ([NewFreshDataset]): [Dataset.Event] allocates the event's object as it is
+//     asked for, inside the timed part, with every string and map of it new and an empty
+//     TypeMeta, as client-go's watch decoder (through a generated typed client) hands
+//     out decoded objects; once the cache replaces it, it is garbage. The allocation is
+//     paid by the pushing goroutine, as the decoding is by client-go's StreamWatcher
+//     goroutine, and counts in every library's figures alike (lib=watch-alone shows it
+//     alone).
+//
+// The listed objects each hold one small data entry and a label, like a typical ConfigMap.
 type Dataset struct {
 	// Keys is the number of objects.
 	Keys int
@@ -130,18 +147,32 @@ type Dataset struct {
 	Events int
 	// List is the initial list, resource version "1".
 	List *corev1.ConfigMapList
+	// Fresh is true when Event allocates each event's object anew (NewFreshDataset).
+	Fresh bool
 
-	keys   []string
-	base   []*corev1.ConfigMap
-	rv     int
-	stream []*corev1.ConfigMap
-	final  []*corev1.ConfigMap // the last state of each key
-	isFin  map[*corev1.ConfigMap]struct{}
+	keys []string
+	base []*corev1.ConfigMap
+	rv   int // the newest resource version handed out so far
+	// first is the resource version of event 0 of the current stream; event i has
+	// resource version first+i.
+	first int
+	// finalFrom is the resource version of the first final state of the stream: the
+	// last min(Keys, Events) events are the final states of their keys.
+	finalFrom, finalTo atomic.Int64
+	stream             []*corev1.ConfigMap // prebuilt only
+	final              []*corev1.ConfigMap // the last state of each key; prebuilt only
 }
 
-// NewDataset builds the objects for keys ConfigMaps and a stream of events modifications.
-func NewDataset(keys, events int) *Dataset {
-	d := &Dataset{Keys: keys, Events: events, keys: make([]string, keys), rv: 1}
+// NewDataset builds the objects for keys ConfigMaps and a prebuilt stream of events
+// modifications.
+func NewDataset(keys, events int) *Dataset { return newDataset(keys, events, false) }
+
+// NewFreshDataset builds the objects for keys ConfigMaps and a fresh stream of events
+// modifications, whose objects Event allocates when it is called.
+func NewFreshDataset(keys, events int) *Dataset { return newDataset(keys, events, true) }
+
+func newDataset(keys, events int, fresh bool) *Dataset {
+	d := &Dataset{Keys: keys, Events: events, Fresh: fresh, keys: make([]string, keys), rv: 1}
 	labels := map[string]string{"app.kubernetes.io/name": "bench"}
 	d.List = &corev1.ConfigMapList{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMapList"},
@@ -169,7 +200,7 @@ func NewDataset(keys, events int) *Dataset {
 	return d
 }
 
-// version returns a new state of key k, newer than every object built before.
+// version returns a new prebuilt state of key k, newer than every object built before.
 func (d *Dataset) version(k int) *corev1.ConfigMap {
 	d.rv++
 	obj := *d.base[k] // shallow: name, labels and data are shared, the struct is not
@@ -177,43 +208,92 @@ func (d *Dataset) version(k int) *corev1.ConfigMap {
 	return &obj
 }
 
-// Renew builds a new stream of Events modifications, newer than everything before, for
-// benchmarks that stream more than once into the same cache.
+// decoded returns a new object for key k at resource version rv, every string and map of
+// it allocated anew, as a decoder builds it from the bytes of a watch event. Like the
+// objects of a generated typed client, it has no TypeMeta.
+func (d *Dataset) decoded(k, rv int) *corev1.ConfigMap {
+	src := d.base[k]
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       strings.Clone(src.Namespace),
+			Name:            strings.Clone(src.Name),
+			UID:             types.UID(strings.Clone(string(src.UID))),
+			ResourceVersion: strconv.Itoa(rv),
+			Labels:          cloneMap(src.Labels),
+		},
+		Data: cloneMap(src.Data),
+	}
+}
+
+// cloneMap returns a copy of m whose keys and values are new strings.
+func cloneMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[strings.Clone(k)] = strings.Clone(v)
+	}
+	return out
+}
+
+// Renew starts a new stream of Events modifications, newer than everything before, for
+// benchmarks that stream more than once into the same cache. Of a prebuilt Dataset it
+// builds the stream's objects; of a fresh one it only moves the resource versions on.
 func (d *Dataset) Renew() {
-	d.stream = make([]*corev1.ConfigMap, d.Events)
-	for i := range d.stream {
-		d.stream[i] = d.version(i % d.Keys)
+	d.first = d.rv + 1
+	if d.Fresh {
+		d.rv += d.Events
+		d.stream, d.final = nil, nil
+	} else {
+		d.stream = make([]*corev1.ConfigMap, d.Events)
+		for i := range d.stream {
+			d.stream[i] = d.version(i % d.Keys)
+		}
+		d.final = make([]*corev1.ConfigMap, min(d.Keys, d.Events))
+		for i := max(0, d.Events-d.Keys); i < d.Events; i++ {
+			d.final[i%d.Keys] = d.stream[i]
+		}
 	}
-	d.final = make([]*corev1.ConfigMap, min(d.Keys, d.Events))
-	d.isFin = make(map[*corev1.ConfigMap]struct{}, len(d.final))
-	for i := max(0, d.Events-d.Keys); i < d.Events; i++ {
-		d.final[i%d.Keys] = d.stream[i]
-		d.isFin[d.stream[i]] = struct{}{}
-	}
+	d.finalFrom.Store(int64(d.first + max(0, d.Events-d.Keys)))
+	d.finalTo.Store(int64(d.first + d.Events - 1))
 }
 
 // Key returns the cache key ("namespace/name") of object k.
 func (d *Dataset) Key(k int) string { return d.keys[k] }
 
-// Event returns event i of the stream: a modification of key i mod Keys. Past the end of
-// the stream (i >= Events) it builds a new, newer state on the spot, for benchmarks that
-// write for as long as they run; only one goroutine may ask for those.
+// Event returns event i of the stream: a modification of key i mod Keys. Of a fresh
+// Dataset, its object is allocated by this call. Past the end of the stream (i >= Events)
+// it builds a new, newer state on the spot, for benchmarks that write for as long as
+// they run; only one goroutine may ask for those.
 func (d *Dataset) Event(i int) watch.Event {
-	if i < len(d.stream) {
+	k := i % d.Keys
+	switch {
+	case i < d.Events && d.Fresh:
+		return watch.Event{Type: watch.Modified, Object: d.decoded(k, d.first+i)}
+	case i < d.Events:
 		return watch.Event{Type: watch.Modified, Object: d.stream[i]}
+	case d.Fresh:
+		d.rv++
+		return watch.Event{Type: watch.Modified, Object: d.decoded(k, d.rv)}
+	default:
+		return watch.Event{Type: watch.Modified, Object: d.version(k)}
 	}
-	return watch.Event{Type: watch.Modified, Object: d.version(i % d.Keys)}
 }
 
 // Touched returns how many keys the stream modifies, which is how many final objects a
 // handler sees once it has caught up.
-func (d *Dataset) Touched() int { return len(d.final) }
+func (d *Dataset) Touched() int { return min(d.Keys, d.Events) }
 
-// IsFinal reports whether obj is the last state of its key in the stream.
+// IsFinal reports whether obj is the last state of its key in the current stream, by its
+// resource version (the same test for both kinds of stream, and for every library).
 func (d *Dataset) IsFinal(obj *corev1.ConfigMap) bool {
-	_, ok := d.isFin[obj]
-	return ok
+	rv, err := strconv.ParseInt(obj.ResourceVersion, 10, 64)
+	return err == nil && rv >= d.finalFrom.Load() && rv <= d.finalTo.Load()
 }
 
-// Final returns the last state of key k in the stream, k < Touched().
-func (d *Dataset) Final(k int) *corev1.ConfigMap { return d.final[k] }
+// Final returns the last state of key k in a prebuilt stream, k < Touched(), or nil for a
+// fresh Dataset, whose objects exist only once Event has built them.
+func (d *Dataset) Final(k int) *corev1.ConfigMap {
+	if d.Fresh {
+		return nil
+	}
+	return d.final[k]
+}

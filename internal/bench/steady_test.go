@@ -89,4 +89,5 @@ func benchWatchAlone(b *testing.B, d *Dataset) {
 		b.Fatalf("the reader got %d events, want %d", n, b.N*d.Events)
 	}
 	b.ReportMetric(float64(b.N*d.Events)/m.elapsed.Seconds(), "events/s")
+	m.report(b, b.N*d.Events, "event")
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -20,8 +21,26 @@ type machine struct {
 	revision  string
 	date      time.Time
 	// load is the 1-minute load average just before the run, "" where /proc/loadavg is
-	// missing: other processes running at the same time skew the figures.
-	load string
+	// missing: other processes running at the same time skew the figures. loadPeak is
+	// the highest one sampled during the run, loadAfter the one right after it; both
+	// include the benchmarks' own load (up to GOMAXPROCS busy threads).
+	load, loadPeak, loadAfter string
+}
+
+// loadText describes the load averages of m for the report, "" if there are none.
+func (m machine) loadText() string {
+	if m.load == "" {
+		return ""
+	}
+	text := m.load + " before the run"
+	if m.loadPeak != "" {
+		text += ", at most " + m.loadPeak + " during it"
+	}
+	if m.loadAfter != "" {
+		text += ", " + m.loadAfter + " right after it"
+	}
+	return text + " (1-minute averages; during and after include the benchmarks' own load, up to " +
+		"one per core; anything above that means other processes ran meanwhile and skewed the figures)"
 }
 
 func describeMachine(root string) machine {
@@ -63,6 +82,41 @@ func describeMachine(root string) machine {
 		m.goVersion = runtime.Version()
 	}
 	return m
+}
+
+// loadSampler records the highest 1-minute load average seen every interval until stop.
+type loadSampler struct {
+	stopped chan struct{}
+	done    chan string
+}
+
+func sampleLoad(interval time.Duration) *loadSampler {
+	l := &loadSampler{stopped: make(chan struct{}), done: make(chan string, 1)}
+	go func() {
+		peak, peakText := -1.0, ""
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if s := loadAverage(); s != "" {
+				if v, err := strconv.ParseFloat(s, 64); err == nil && v > peak {
+					peak, peakText = v, s
+				}
+			}
+			select {
+			case <-l.stopped:
+				l.done <- peakText
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return l
+}
+
+// stop ends the sampling and returns the highest load average seen, or "".
+func (l *loadSampler) stop() string {
+	close(l.stopped)
+	return <-l.done
 }
 
 // loadAverage returns the 1-minute load average, or "".

@@ -1,8 +1,9 @@
 // Command benchreport runs the side-by-side benchmarks of internal/bench (typedinformer's
-// controller.Controller against client-go's cache.SharedIndexInformer on identical input)
-// and writes BENCHMARKS.md at the root of the module: the machine, one table per
-// scenario with both libraries, their ratio and the targets of the issue, and how to
-// reproduce the figures. It is what `make bench` runs:
+// controller.Controller against client-go's cache.SharedIndexInformer and its typed
+// wrapper cache.TypedSharedIndexInformer[T], on identical input) and writes BENCHMARKS.md
+// at the root of the module: the machine and its load, one table per scenario with the
+// three libraries, typedinformer's ratio to each client-go informer and the targets of
+// the issue (met only if met against both), and how to reproduce the figures. It is what `make bench` runs:
 //
 //	go run ./internal/benchreport -benchtime 1x
 //
@@ -63,6 +64,7 @@ func run(benchtime string, count int, bench string, timeout time.Duration, out, 
 		"-benchtime", benchtime, "-count", fmt.Sprint(count), "-timeout", timeout.String(), "./internal/bench/"}
 	fmt.Fprintf(os.Stderr, "benchreport: go %s\n", strings.Join(args, " "))
 	loadBefore := loadAverage()
+	sampler := sampleLoad(5 * time.Second)
 	started := time.Now()
 	var buf bytes.Buffer
 	cmd := exec.Command("go", args...)
@@ -71,6 +73,8 @@ func run(benchtime string, count int, bench string, timeout time.Duration, out, 
 	cmd.Stderr = cmd.Stdout
 	testErr := cmd.Run()
 	took := time.Since(started)
+	loadPeak := sampler.stop()
+	loadAfter := loadAverage()
 
 	if err := os.MkdirAll(filepath.Dir(raw), 0o755); err != nil {
 		return err
@@ -87,7 +91,7 @@ func run(benchtime string, count int, bench string, timeout time.Duration, out, 
 		return fmt.Errorf("parsing the output saved in %s: %w", raw, err)
 	}
 	m := describeMachine(root)
-	m.load = loadBefore
+	m.load, m.loadPeak, m.loadAfter = loadBefore, loadPeak, loadAfter
 	report := render(res, m, runInfo{benchtime: benchtime, count: count, bench: bench, took: took, raw: rel(root, raw)})
 	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
 		return err

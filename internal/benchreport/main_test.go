@@ -10,15 +10,24 @@ const sampleOutput = `goos: linux
 goarch: amd64
 pkg: github.com/typedinformer/typedinformer/internal/bench
 cpu: Intel(R) Xeon(R) Processor
-BenchmarkSteadyState/objects=1000/lib=typedinformer-2         	       1	 468600630 ns/op	       111.5 B/event	         4.106 allocs/event	    426744 events/s	         0.6850 handled/event	      2343 ns/event	22308360 B/op	  821194 allocs/op
-BenchmarkSteadyState/objects=1000/lib=client-go-2             	       1	 667981813 ns/op	       586.9 B/event	         9.357 allocs/event	    299307 events/s	         1.000 handled/event	      3341 ns/event	117372856 B/op	 1871327 allocs/op
-BenchmarkSteadyState/objects=1000/lib=client-go-2             	       1	 667981813 ns/op	       586.9 B/event	         9.357 allocs/event	    399307 events/s	         1.000 handled/event	      3341 ns/event	117372856 B/op	 1871327 allocs/op
-BenchmarkSteadyState/objects=1000/lib=client-go-2             	       1	 667981813 ns/op	       586.9 B/event	         9.357 allocs/event	    199307 events/s	         1.000 handled/event	      3341 ns/event	117372856 B/op	 1871327 allocs/op
-BenchmarkSteadyState/objects=1000/lib=watch-alone-2             	       1	 363391502 ns/op	   1375669 events/s	     112 B/op	       1 allocs/op
+BenchmarkSteadyState/objects=1000/input=fresh/lib=typedinformer-2         	       1	 468600630 ns/op	       111.5 B/event	         4.106 allocs/event	    426744 events/s	         0.6850 handled/event	      2343 ns/event	22308360 B/op	  821194 allocs/op
+BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go-2             	       1	 667981813 ns/op	       586.9 B/event	         9.357 allocs/event	    299307 events/s	         1.000 handled/event	      3341 ns/event	117372856 B/op	 1871327 allocs/op
+BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go-2             	       1	 667981813 ns/op	       586.9 B/event	         9.357 allocs/event	    399307 events/s	         1.000 handled/event	      3341 ns/event	117372856 B/op	 1871327 allocs/op
+BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go-2             	       1	 667981813 ns/op	       586.9 B/event	         9.357 allocs/event	    199307 events/s	         1.000 handled/event	      3341 ns/event	117372856 B/op	 1871327 allocs/op
+BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go-typed-2       	       1	 667981813 ns/op	       590.1 B/event	         9.500 allocs/event	    100000 events/s	         1.000 handled/event	      3400 ns/event	117372856 B/op	 1871327 allocs/op
+BenchmarkSteadyState/objects=1000/input=fresh/lib=watch-alone-2             	       1	 363391502 ns/op	       100 B/event	         3.000 allocs/event	   1375669 events/s	       727 ns/event	     112 B/op	       1 allocs/op
+BenchmarkSteadyState/objects=1000/input=prebuilt/lib=typedinformer-2      	       1	 468600630 ns/op	        16.22 B/event	         1.002 allocs/event	   1000000 events/s	         0.4829 handled/event	      1000 ns/event	 8107928 B/op	  500835 allocs/op
+BenchmarkSteadyState/objects=1000/input=prebuilt/lib=client-go-2          	       1	 667981813 ns/op	       770.5 B/event	        11.99 allocs/event	    300000 events/s	         1.000 handled/event	      3333 ns/event	385271992 B/op	 5995950 allocs/op
+BenchmarkSteadyState/objects=1000/input=prebuilt/lib=client-go-typed-2    	       1	 667981813 ns/op	       776.5 B/event	        12.37 allocs/event	    250000 events/s	         1.000 handled/event	      4000 ns/event	388239112 B/op	 6186957 allocs/op
 BenchmarkStalledHandler/keys=10000/events=100000/lib=typedinformer-2         	       1	 431635877 ns/op	       118.4 B/event	         4.458 allocs/event	         1.797 heap-MB	      4317 ns/event	11836848 B/op	  445820 allocs/op
 BenchmarkStalledHandler/keys=10000/events=100000/lib=client-go-2             	       1	 258632919 ns/op	       657.6 B/event	         9.069 allocs/event	         5.547 heap-MB	      2587 ns/event	65762632 B/op	  906889 allocs/op
+BenchmarkStalledHandler/keys=10000/events=100000/lib=client-go-typed-2       	       1	 258632919 ns/op	       660.0 B/event	         9.100 allocs/event	         5.600 heap-MB	      2600 ns/event	65762632 B/op	  906889 allocs/op
 BenchmarkStalledHandler/keys=10000/events=1000000/lib=typedinformer-2        	       1	3188977134 ns/op	       117.4 B/event	         4.465 allocs/event	         1.789 heap-MB	      3189 ns/event	117394944 B/op	 4465296 allocs/op
 BenchmarkStalledHandler/keys=10000/events=1000000/lib=client-go-2            	       1	3137639343 ns/op	       655.9 B/event	         9.066 allocs/event	        48.98 heap-MB	      3138 ns/event	655920896 B/op	 9065804 allocs/op
+BenchmarkStalledHandler/keys=10000/events=1000000/lib=client-go-typed-2      	       1	3137639343 ns/op	       656.0 B/event	         9.070 allocs/event	        49.10 heap-MB	      3140 ns/event	655920896 B/op	 9065804 allocs/op
+BenchmarkReads/objects=10000/op=list/lib=typedinformer-2                     	       1	 175000000 ns/op	       175000 ns/read	     82043 B/read	         2.770 allocs/read	      9958 writes/s
+BenchmarkReads/objects=10000/op=list/lib=client-go-2                         	       1	 201000000 ns/op	       201000 ns/read	    164970 B/read	        21.70 allocs/read	      9981 writes/s
+BenchmarkReads/objects=10000/op=list/lib=client-go-typed-2                   	       1	 150000000 ns/op	       150000 ns/read	    247000 B/read	        22.70 allocs/read	      9970 writes/s
 BenchmarkControlPlaneSync
 --- SKIP: BenchmarkControlPlaneSync
     controlplane_test.go:98: no control plane binaries: stat /x/etcd: no such file or directory; run ` + "`make controlplane`" + `
@@ -34,34 +43,96 @@ func TestParseAndRender(t *testing.T) {
 	if r.procs != 2 {
 		t.Errorf("procs = %d, want 2", r.procs)
 	}
-	if got, _ := r.median("BenchmarkSteadyState/objects=1000/lib=client-go", "events/s"); got != 299307 {
+	if got, _ := r.median("BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go", "events/s"); got != 299307 {
 		t.Errorf("median events/s = %v, want 299307", got)
 	}
-	if n := r.runs("BenchmarkSteadyState/objects=1000/lib=client-go"); n != 3 {
+	if n := r.runs("BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go"); n != 3 {
 		t.Errorf("runs = %d, want 3", n)
 	}
 	cases := r.cases("BenchmarkStalledHandler")
-	if len(cases) != 2 || cases[0].params != "keys=10000/events=100000" || cases[1].names[ours] == "" {
+	if len(cases) != 2 || cases[0].params != "keys=10000/events=100000" || cases[1].names[ours] == "" || cases[1].names[theirsTyped] == "" {
 		t.Errorf("cases = %+v", cases)
+	}
+	steady := r.cases("BenchmarkSteadyState")
+	if len(steady) != 2 || steady[0].params != "objects=1000/input=fresh" || steady[1].params != "objects=1000/input=prebuilt" ||
+		len(steady[0].names) != 4 {
+		t.Errorf("steady-state cases = %+v", steady)
 	}
 	if reason := r.skipReason("BenchmarkControlPlaneSync"); !strings.HasPrefix(reason, "no control plane binaries") {
 		t.Errorf("skip reason = %q", reason)
 	}
 
-	doc := render(r, machine{cpu: "Test CPU", cores: 2, goVersion: "go1.26", date: time.Unix(0, 0).UTC()},
+	doc := render(r, machine{cpu: "Test CPU", cores: 2, goVersion: "go1.26", date: time.Unix(0, 0).UTC(),
+		load: "0.52", loadPeak: "2.31", loadAfter: "1.98"},
 		runInfo{benchtime: "1x", count: 1, bench: ".", raw: ".cache/bench-raw.txt"})
 	for _, want := range []string{
 		"| CPU | Test CPU |",
-		"| objects=1,000 | events/s | 299,307 | 426,744 | 1.43× | ≥ 3× events/s | ❌ miss |",
-		"| objects=1,000 | allocs/event | 9.36 | 4.11 | 2.28× | ≤ 1/3 allocs | ❌ miss |",
+		"| Load | 0.52 before the run, at most 2.31 during it, 1.98 right after it (1-minute averages;",
+		"| client-go typed | unknown: `cache.NewTypedSharedIndexInformer[*corev1.ConfigMap]`",
+		// The scenario tables: typedinformer, client-go, client-go typed, then the ratio to each.
+		"| case | metric | typedinformer | client-go | client-go typed | × vs client-go | × vs client-go typed | target | result |",
+		"|---|---|---:|---:|---:|---:|---:|---|---|",
+		// Met against client-go, missed against client-go typed: a miss.
+		"| objects=1,000, input=fresh | events/s | 426,744 | 299,307 | 100,000 | 1.43× | 4.27× | ≥ 3× events/s | ❌ miss |",
+		"| objects=1,000, input=fresh | allocs/event | 4.11 | 9.36 | 9.50 | 2.28× | 2.31× | ≤ 1/3 allocs | ❌ miss |",
+		"| objects=1,000, input=fresh | handler calls/event | 0.685 | 1.00 | 1.00 | — | — |  |  |",
+		// Net of the input's own allocations (3 allocs, 100 B an event, from watch-alone).
+		"| objects=1,000, input=fresh | allocs/event beyond the input's | 1.11 | 6.36 | 6.50 | 5.75× | 5.88× |  |  |",
+		"| objects=1,000, input=fresh | bytes/event beyond the input's | 11.5 B | 487 B | 490 B | 42.34× | 42.62× |  |  |",
+		// Met against both: a pass.
+		"| objects=1,000, input=prebuilt | events/s | 1,000,000 | 300,000 | 250,000 | 3.33× | 4.00× | ≥ 3× events/s | ✅ pass |",
+		"| objects=1,000, input=prebuilt | allocs/event | 1.00 | 12.0 | 12.4 | 11.97× | 12.35× | ≤ 1/3 allocs | ✅ pass |",
+		// Met against client-go, missed against client-go typed.
+		"| objects=10,000, op=list | time/read | 175 µs | 201 µs | 150 µs | 1.15× | 0.86× | no slower (≥ 0.95×) | ❌ miss |",
+		// The summary shows both ratios.
+		"| scenario | case | target | × vs client-go | × vs client-go typed | result |",
+		"| Steady state: modifications through the watch | objects=1,000, input=prebuilt | ≥ 3× events/s | 3.33× | 4.00× | ✅ pass |",
+		"| Stalled handler: memory | keys=10,000, events=100,000 → keys=10,000, events=1,000,000 | flat heap | — | — | ✅ pass |",
+		"3 of 6 targets met.",
+		// The heap check lists every library.
 		"| typedinformer | 1.8 MB | 1.8 MB | -0.0 MB | flat (+≤ 1 MB or +≤ 10%) | ✅ pass |",
-		"| objects=1,000 | 1,375,669 | 299,307 (22%) | 426,744 (31%) | 897,921 (65%) |",
+		"| client-go | 5.5 MB | 49.0 MB | +43.4 MB |  |  |",
+		"| client-go typed | 5.6 MB | 49.1 MB | +43.5 MB |  |  |",
+		// The ceiling: the input's own rate and allocations, and 3× the faster client-go.
+		"| case | watch alone | input allocs/event | typedinformer | client-go | client-go typed | target rate (3× the faster client-go) |",
+		"| objects=1,000, input=fresh | 1,375,669 | 3.00 (100 B) | 426,744 (31%) | 299,307 (22%) | 100,000 (7%) | 897,921 (65%) |",
+		"| objects=1,000, input=prebuilt |",
 		"**Skipped:** no control plane binaries",
 		"benchstat@latest old.txt new.txt",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q:\n%s", want, doc)
 		}
+	}
+}
+
+// TestRenderTwoLibraries renders the output of a run without client-go's typed informer
+// (an older raw file): its columns show "—" and the targets are judged on client-go alone.
+func TestRenderTwoLibraries(t *testing.T) {
+	var lines []string
+	for _, l := range strings.Split(sampleOutput, "\n") {
+		if !strings.Contains(l, "lib=client-go-typed") {
+			lines = append(lines, l)
+		}
+	}
+	r, err := parse(strings.Join(lines, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := render(r, machine{date: time.Unix(0, 0).UTC()}, runInfo{benchtime: "1x", count: 1, bench: "."})
+	for _, want := range []string{
+		"| objects=1,000, input=prebuilt | events/s | 1,000,000 | 300,000 | — | 3.33× | — | ≥ 3× events/s | ✅ pass |",
+		"| objects=10,000, op=list | time/read | 175 µs | 201 µs | — | 1.15× | — | no slower (≥ 0.95×) | ✅ pass |",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("report lacks %q:\n%s", want, doc)
+		}
+	}
+	if strings.Contains(doc, "input=prebuilt | allocs/event beyond") {
+		t.Errorf("report subtracts an input it has no figures for:\n%s", doc)
+	}
+	if strings.Contains(doc, "| client-go typed | 5.6 MB") || strings.Contains(doc, "| Load |") {
+		t.Errorf("report shows a library or a load it has no figures for:\n%s", doc)
 	}
 }
 
