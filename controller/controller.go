@@ -27,6 +27,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/nilness"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -36,6 +37,10 @@ type ListerWatcher[T event.Object, L reflect.List] = reflect.ListerWatcher[T, L]
 
 // ErrAlreadyStarted is returned by Run when the controller has been run before.
 var ErrAlreadyStarted = errors.New("controller already started")
+
+// ErrNilHandler is returned, wrapped, by AddHandler for a nil Handler, typed nil
+// included (a nil HandlerFunc, a nil pointer).
+var ErrNilHandler = errors.New("nil handler")
 
 // ErrStopped is returned by AddHandler once Run has returned.
 var ErrStopped = errors.New("controller stopped")
@@ -180,8 +185,8 @@ func (c *Controller[T, L]) startRunner(ctx context.Context, r *runner[T]) {
 
 // AddHandler registers h under name (used in logs, errors and metrics). The handler
 // first receives every known object as a synchronization addition, then every later
-// event. It can be called before or while the controller runs; it returns ErrStopped
-// once Run has returned.
+// event. It can be called before or while the controller runs. It returns ErrNilHandler
+// for a nil h, and ErrStopped once Run has returned.
 //
 // Handing over the current state takes time proportional to the number of known objects
 // (copying references into the new handler's backlog, never calling a handler), during
@@ -189,6 +194,9 @@ func (c *Controller[T, L]) startRunner(ctx context.Context, r *runner[T]) {
 // informer. Unlike client-go's, the reflector does not wait: what it records meanwhile is
 // queued, and delivered after the copy.
 func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration, error) {
+	if nilness.IsNil(h) {
+		return nil, fmt.Errorf("%w: handler %q", ErrNilHandler, name)
+	}
 	r := newRunner(name, h, c.cfg.compression)
 	var err error
 	c.collection.Between(func() {

@@ -68,6 +68,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/nilness"
 )
 
 // ErrUnexpectedObject is returned, wrapped, for a list item or watch event whose object is
@@ -364,7 +365,7 @@ func (r *Reflector[T, L]) watch(ctx context.Context, opts metav1.ListOptions) (w
 	if err != nil {
 		return nil, nil, err
 	}
-	if isNil(w) {
+	if nilness.IsNil(w) {
 		return nil, nil, fmt.Errorf("%w: Watch returned %#v", ErrNilResult, w)
 	}
 	events := w.ResultChan()
@@ -419,9 +420,9 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan wat
 		}
 		l, err := r.lw.List(ctx, opts)
 		switch {
-		case err != nil && (isNil(l) || !errors.Is(err, ErrIncompleteList)):
+		case err != nil && (nilness.IsNil(l) || !errors.Is(err, ErrIncompleteList)):
 			return nil, err
-		case isNil(l):
+		case nilness.IsNil(l):
 			return nil, fmt.Errorf("%w: List returned %#v", ErrNilResult, l)
 		case err != nil:
 			partial = append(partial, err)
@@ -631,7 +632,7 @@ func (r *Reflector[T, L]) read(o runtime.Object) (T, string, error) {
 		return zero, "", fmt.Errorf("%w: unreadable %T: %w", ErrUnexpectedObject, u.Object, cause)
 	}
 	obj, ok := o.(T)
-	if !ok || obj == zero || isNil(obj) {
+	if !ok || obj == zero || nilness.IsNil(obj) {
 		return zero, "", errUnexpected[T](o)
 	}
 	rv := obj.GetResourceVersion()
@@ -639,7 +640,7 @@ func (r *Reflector[T, L]) read(o runtime.Object) (T, string, error) {
 		return obj, rv, nil
 	}
 	out, err := r.opts.Transform(obj)
-	if err == nil && (out == zero || isNil(out)) {
+	if err == nil && (out == zero || nilness.IsNil(out)) {
 		// The cache and handlers dereference what they get, so a nil must stop here.
 		err = fmt.Errorf("%w: Transform returned nil", ErrUnexpectedObject)
 	}
@@ -657,19 +658,19 @@ func (r *Reflector[T, L]) read(o runtime.Object) (T, string, error) {
 // when T is not a pointer to a struct it can allocate.
 func deletedKey[T event.Object](o runtime.Object) (T, string, bool) {
 	var zero T
-	if obj, ok := o.(T); ok && !isNil(obj) {
+	if obj, ok := o.(T); ok && !nilness.IsNil(obj) {
 		return obj, obj.GetResourceVersion(), true
 	}
 	u, ok := o.(*Unreadable)
-	if !ok || u == nil || isNil(u.Object) {
+	if !ok || u == nil || nilness.IsNil(u.Object) {
 		return zero, "", false
 	}
-	if obj, ok := u.Object.(T); ok && !isNil(obj) {
+	if obj, ok := u.Object.(T); ok && !nilness.IsNil(obj) {
 		return obj, obj.GetResourceVersion(), true
 	}
 	src, err := meta.Accessor(u.Object)
 	typ := goreflect.TypeOf(zero)
-	if err != nil || isNil(src) || typ == nil || typ.Kind() != goreflect.Pointer || typ.Elem().Kind() != goreflect.Struct {
+	if err != nil || nilness.IsNil(src) || typ == nil || typ.Kind() != goreflect.Pointer || typ.Elem().Kind() != goreflect.Struct {
 		return zero, "", false
 	}
 	obj, ok := goreflect.New(typ.Elem()).Interface().(T)
@@ -699,7 +700,7 @@ func copyIdentity[T event.Object](obj T, src metav1.Object) (ok bool) {
 
 func errUnexpected[T event.Object](o runtime.Object) error {
 	var want T
-	if isNil(o) {
+	if nilness.IsNil(o) {
 		return fmt.Errorf("%w: nil object, want %T", ErrUnexpectedObject, want)
 	}
 	if _, ok := o.(T); ok {
@@ -708,31 +709,18 @@ func errUnexpected[T event.Object](o runtime.Object) error {
 	return fmt.Errorf("%w: got %T, want %T", ErrUnexpectedObject, o, want)
 }
 
-// isNil reports whether v is nil or a typed nil (a nil pointer, map, slice, channel or
-// function in an interface), which a comparison with nil does not catch.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := goreflect.ValueOf(v); rv.Kind() {
-	case goreflect.Pointer, goreflect.Map, goreflect.Slice, goreflect.Chan, goreflect.Func, goreflect.Interface:
-		return rv.IsNil()
-	}
-	return false
-}
-
 // readBookmark returns the resource version of a BOOKMARK event's object and whether it
 // marks the end of a watch-list's initial events, or an error wrapping
 // ErrUnexpectedObject for an object with no readable metadata.
 func readBookmark(o runtime.Object) (rv string, initialEventsEnd bool, err error) {
-	if isNil(o) {
+	if nilness.IsNil(o) {
 		return "", false, fmt.Errorf("%w: nil bookmark object %#v", ErrUnexpectedObject, o)
 	}
 	acc, err := meta.Accessor(o)
 	if err != nil {
 		return "", false, fmt.Errorf("%w: %w", ErrUnexpectedObject, err)
 	}
-	if isNil(acc) {
+	if nilness.IsNil(acc) {
 		return "", false, fmt.Errorf("%w: %T has nil metadata", ErrUnexpectedObject, o)
 	}
 	return acc.GetResourceVersion(), acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true", nil
@@ -742,7 +730,7 @@ func readBookmark(o runtime.Object) (rv string, initialEventsEnd bool, err error
 // the server's status: a *metav1.Status, or an Unstructured one as the dynamic client
 // decodes it. Any other object, nil included, wraps ErrUnexpectedObject instead.
 func watchError(o runtime.Object) error {
-	if isNil(o) {
+	if nilness.IsNil(o) {
 		return fmt.Errorf("%w: %w: nil object %#v, want a *v1.Status", ErrWatchEvent, ErrUnexpectedObject, o)
 	}
 	err := apierrors.FromObject(o)

@@ -3,6 +3,8 @@ package reflect
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/typedinformer/typedinformer/internal/nilness"
 )
 
 // Unreadable stands, in a watch event, for an object that a ListerWatcher received but
@@ -28,7 +30,7 @@ type Unreadable struct {
 
 // GetObjectKind returns the kind of Object, or an empty kind when there is none.
 func (u *Unreadable) GetObjectKind() schema.ObjectKind {
-	if u == nil || isNil(u.Object) {
+	if u == nil || nilness.IsNil(u.Object) {
 		return schema.EmptyObjectKind
 	}
 	return u.Object.GetObjectKind()
@@ -40,7 +42,7 @@ func (u *Unreadable) DeepCopyObject() runtime.Object {
 		return (*Unreadable)(nil)
 	}
 	out := &Unreadable{Err: u.Err}
-	if !isNil(u.Object) {
+	if !nilness.IsNil(u.Object) {
 		out.Object = u.Object.DeepCopyObject()
 	}
 	return out

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/internal/nilness"
 )
 
 // LeaderElection runs work only while this process holds a Lease, through client-go's
@@ -52,6 +56,9 @@ type LeaderElection struct {
 // ErrNoIdentity is returned by Run when LeaderElection.Identity is empty.
 var ErrNoIdentity = errors.New("leader election needs an identity")
 
+// ErrNoClient is returned by Run when LeaderElection.Client is nil.
+var ErrNoClient = errors.New("leader election needs a Lease client")
+
 // ErrLeaseDuration is returned, wrapped, by Run when LeaderElection.LeaseDuration is not
 // a whole number of seconds.
 var ErrLeaseDuration = errors.New("lease duration must be a whole number of seconds")
@@ -66,6 +73,9 @@ var ErrLeaseDuration = errors.New("lease duration must be a whole number of seco
 func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	if le.Identity == "" {
 		return ErrNoIdentity
+	}
+	if nilness.IsNil(le.Client) {
+		return ErrNoClient
 	}
 	if le.LeaseDuration%time.Second != 0 {
 		return fmt.Errorf("%w: %v", ErrLeaseDuration, le.LeaseDuration)
@@ -103,42 +113,64 @@ func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)
 		notifying.Add(1)
 		notifyMu.Unlock()
 		defer notifying.Done()
+		// client-go runs this on a goroutine of its own, where a panic would end the process.
+		defer func() {
+			if v := recover(); v != nil {
+				klog.FromContext(ctx).Error(fmt.Errorf("OnNewLeader panicked: %v", v), "leader election callback",
+					"lease", le.Namespace+"/"+le.Name, "stack", string(debug.Stack()))
+			}
+		}()
 		le.OnNewLeader(identity)
 	}
 	for ctx.Err() == nil {
-		// client-go starts OnStartedLeading on a goroutine it does not wait for, so lead
-		// runs here instead, where Run can wait for it.
-		started := make(chan context.Context, 1)
-		cfg.Lock = le.lock()
-		cfg.Callbacks = leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leadCtx context.Context) { started <- leadCtx },
-			OnStoppedLeading: func() {},
-			OnNewLeader:      onNewLeader,
-		}
-		elector, err := leaderelection.NewLeaderElector(cfg)
+		led, err := le.term(ctx, cfg, onNewLeader, lead)
 		if err != nil {
 			return err
 		}
-		// The elector keeps renewing the Lease until lead has returned, even after ctx
-		// ends, so that no successor can acquire it meanwhile.
-		electCtx, cancelElect := context.WithCancel(context.WithoutCancel(ctx))
-		electDone := make(chan struct{})
-		go func() {
-			defer close(electDone)
-			elector.Run(electCtx)
-		}()
-		select {
-		case leadCtx := <-started:
-			klog.FromContext(ctx).Info("started leading", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
-			runCtx, cancelRun := context.WithCancel(leadCtx)
-			stop := context.AfterFunc(ctx, cancelRun)
-			lead(runCtx)
-			stop()
-			cancelRun()
-			klog.FromContext(ctx).Info("stopped leading", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
-		case <-electDone:
-		case <-ctx.Done():
+		if led && ctx.Err() == nil {
+			// lead returned by itself (its loop failed or stopped): campaigning again at
+			// once would acquire and release the Lease in a hot loop.
+			klog.FromContext(ctx).Info("lead returned while the replica still campaigns; waiting before campaigning again",
+				"lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+			t := time.NewTimer(wait.Jitter(cfg.RetryPeriod, 1.2))
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
 		}
+	}
+	return nil
+}
+
+// term campaigns once: it runs the elector until it has acquired the Lease and lead has
+// returned, or it stopped, or ctx ended, then releases the Lease if it still holds it. It
+// reports whether lead ran. The elector is stopped and the Lease released even when lead
+// panics.
+func (le LeaderElection) term(ctx context.Context, cfg leaderelection.LeaderElectionConfig,
+	onNewLeader func(string), lead func(ctx context.Context)) (led bool, err error) {
+	// client-go starts OnStartedLeading on a goroutine it does not wait for, so lead runs
+	// here instead, where term can wait for it.
+	started := make(chan context.Context, 1)
+	cfg.Lock = le.lock()
+	cfg.Callbacks = leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(leadCtx context.Context) { started <- leadCtx },
+		OnStoppedLeading: func() {},
+		OnNewLeader:      onNewLeader,
+	}
+	elector, err := leaderelection.NewLeaderElector(cfg)
+	if err != nil {
+		return false, err
+	}
+	// The elector keeps renewing the Lease until lead has returned, even after ctx ends,
+	// so that no successor can acquire it meanwhile.
+	electCtx, cancelElect := context.WithCancel(context.WithoutCancel(ctx))
+	electDone := make(chan struct{})
+	go func() {
+		defer close(electDone)
+		elector.Run(electCtx)
+	}()
+	defer func() {
 		cancelElect()
 		<-electDone
 		// The elector's last record names this replica when it acquired the Lease (even
@@ -146,8 +178,22 @@ func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)
 		if elector.IsLeader() {
 			le.release(ctx, cfg.RenewDeadline)
 		}
+	}()
+	select {
+	case leadCtx := <-started:
+		logger := klog.FromContext(ctx).WithValues("lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+		logger.Info("started leading")
+		runCtx, cancelRun := context.WithCancel(leadCtx)
+		defer cancelRun()
+		stop := context.AfterFunc(ctx, cancelRun)
+		defer stop()
+		defer logger.Info("stopped leading")
+		lead(runCtx)
+		return true, nil
+	case <-electDone:
+	case <-ctx.Done():
 	}
-	return nil
+	return false, nil
 }
 
 func (le LeaderElection) lock() *resourcelock.LeaseLock {

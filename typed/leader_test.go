@@ -532,3 +532,58 @@ func TestLeaderElectionRefusesALeaseDurationTheLeaseCannotStore(t *testing.T) {
 		})
 	}
 }
+
+func TestLeaderElectionWaitsBeforeCampaigningAgainWhenLeadReturnsByItself(t *testing.T) {
+	server := newLeaseServer()
+	var leads atomic.Int32
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	le := leaderElection("a", server.CoordinationV1())
+	start := time.Now()
+	if err := le.Run(ctx, func(context.Context) { leads.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	// At least one RetryPeriod passes between two terms, however fast the machine.
+	if most := int32(time.Since(start)/le.RetryPeriod) + 1; leads.Load() > most {
+		t.Errorf("lead ran %d times in %v, want at most %d (one per RetryPeriod %v)", leads.Load(), time.Since(start), most, le.RetryPeriod)
+	}
+	verifyNoLeaks(t)
+}
+
+func TestLeaderElectionStopsAndReleasesEvenWhenLeadPanics(t *testing.T) {
+	server := newLeaseServer()
+	func() {
+		defer func() {
+			if v := recover(); v != "lead boom" {
+				t.Errorf("recovered %v, want lead's own panic", v)
+			}
+		}()
+		_ = leaderElection("a", server.CoordinationV1()).Run(context.Background(), func(context.Context) { panic("lead boom") })
+	}()
+	leaders := newLeadership()
+	start := time.Now()
+	b := campaign(leaderElection("b", server.CoordinationV1()), leaders.lead("b"))
+	receive(t, leaders.started, "b leads")
+	if waited := time.Since(start); waited >= leLeaseDuration {
+		t.Errorf("b led after %v: a's Lease was not released", waited)
+	}
+	b.stop(t)
+	verifyNoLeaks(t)
+}
+
+func TestLeaderElectionSurvivesAPanickingOnNewLeader(t *testing.T) {
+	le := leaderElection("a", newLeaseServer().CoordinationV1())
+	le.OnNewLeader = func(string) { panic("callback boom") }
+	led := make(chan struct{})
+	c := campaign(le, func(ctx context.Context) { close(led); <-ctx.Done() })
+	receive(t, led, "a leads despite its panicking OnNewLeader")
+	c.stop(t)
+	verifyNoLeaks(t)
+}
+
+func TestLeaderElectionNeedsAClient(t *testing.T) {
+	err := typed.LeaderElection{Name: "x", Identity: "a"}.Run(context.Background(), func(context.Context) {})
+	if !errors.Is(err, typed.ErrNoClient) {
+		t.Errorf("Run without a client = %v, want ErrNoClient", err)
+	}
+}

@@ -552,3 +552,175 @@ func TestOwnerKeysMapsByTheOwnersScope(t *testing.T) {
 
 // The workqueue's limiter interface is what Options.RateLimiter takes.
 var _ workqueue.TypedRateLimiter[string] = (*fixedDelay)(nil)
+
+func TestDeletionRequeuedAfterKeepsItsLastState(t *testing.T) {
+	src := fake.New[obj, list](cm("a", "1"))
+	c := controller.New[obj, list](src)
+	got := newCalls()
+	var deletions atomic.Int32
+	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+		got.add(describe(req))
+		if req.Deleted && deletions.Add(1) < 3 {
+			return typed.Result{RequeueAfter: time.Millisecond}, nil // cleanup still under way
+		}
+		return typed.Result{}, nil
+	}), typed.Options{})
+	runUntilCleanup(context.Background(), t, src, c, l)
+	got.wait(t, 1)
+	if _, err := src.Delete("ns", "a"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ns/a value=1", "ns/a deleted, last value=1", "ns/a deleted, last value=1", "ns/a deleted, last value=1"}
+	if diff := cmp.Diff(want, got.wait(t, 4)); diff != "" {
+		t.Errorf("reconciles (-want +got):\n%s", diff)
+	}
+	eventually(t, "the last state is dropped once no requeue is asked for", func() bool { return l.Tombstones() == 0 })
+}
+
+// panickyMetrics panics in every method.
+type panickyMetrics struct{}
+
+func (panickyMetrics) QueueDepth(string, int)                 { panic("QueueDepth boom") }
+func (panickyMetrics) Retry(string)                           { panic("Retry boom") }
+func (panickyMetrics) ReconcileLatency(string, time.Duration) { panic("ReconcileLatency boom") }
+func (panickyMetrics) ReconcileError(string, bool)            { panic("ReconcileError boom") }
+
+func TestPanickingCallbacksDoNotStopTheLoop(t *testing.T) {
+	src := fake.New[obj, list](cm("a", "1"))
+	c := controller.New[obj, list](src)
+	var attempts atomic.Int32
+	var logs logLines
+	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+		if attempts.Add(1) < 3 {
+			return typed.Result{}, errors.New("boom")
+		}
+		return typed.Result{}, nil
+	}), typed.Options{RateLimiter: fastRetries, Metrics: panickyMetrics{},
+		OnError: func(context.Context, string, error) { panic("OnError boom") }})
+	runUntilCleanup(klog.NewContext(context.Background(), logs.logger()), t, src, c, l)
+	eventually(t, "the key is retried until it succeeds", func() bool { return attempts.Load() >= 3 })
+	if got := logs.containing(`"error"="boom"`, `OnError boom`); len(got) != 2 {
+		t.Errorf("log lines for the errors whose OnError panicked: %q, want 2", got)
+	}
+}
+
+func TestNilArgumentsAreErrorsNotPanics(t *testing.T) {
+	src := fake.New[obj, list](cm("a", "1"))
+	c := controller.New[obj, list](src)
+	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
+	related := func(l *typed.Loop[obj, list], sc *controller.Controller[obj, list], keysOf func(obj) []string) *typed.Loop[obj, list] {
+		typed.Related(l, sc, keysOf)
+		return l
+	}
+	tests := []struct {
+		name string
+		run  func(ctx context.Context) error
+		want error
+	}{
+		{"a Loop over a nil controller", typed.NewLoop[obj, list](nil, ok, typed.Options{}).Run, typed.ErrNilArgument},
+		{"a Loop with a nil reconciler", typed.NewLoop(c, nil, typed.Options{}).Run, typed.ErrNilArgument},
+		{"a Loop with a nil ReconcilerFunc", typed.NewLoop(c, typed.ReconcilerFunc[obj](nil), typed.Options{}).Run, typed.ErrNilArgument},
+		{"a Loop related to a nil controller", related(typed.NewLoop(c, ok, typed.Options{}), nil, func(obj) []string { return nil }).Run, typed.ErrNilArgument},
+		{"a Loop related through a nil mapping", related(typed.NewLoop(c, ok, typed.Options{}), c, nil).Run, typed.ErrNilArgument},
+		{"RunAll with a nil function", func(ctx context.Context) error { return typed.RunAll(ctx, nil) }, typed.ErrNilArgument},
+		{"a nil handler", func(context.Context) error { _, err := c.AddHandler("nil", nil); return err }, controller.ErrNilHandler},
+		{"a nil HandlerFunc", func(context.Context) error {
+			_, err := c.AddHandler("nil func", controller.HandlerFunc[obj](nil))
+			return err
+		}, controller.ErrNilHandler},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			if err := tt.run(ctx); !errors.Is(err, tt.want) {
+				t.Errorf("= %v, want %v", err, tt.want)
+			}
+			verifyNoLeaks(t)
+		})
+	}
+}
+
+func TestRelatedMappingToAKeyThatNamesNothingIsReportedNotReconciled(t *testing.T) {
+	primaries := fake.New[obj, list](cm("a", "1"))
+	secondaries := fake.New[*corev1.Secret, *corev1.SecretList]()
+	pc := controller.New[obj, list](primaries)
+	sc := controller.New[*corev1.Secret, *corev1.SecretList](secondaries)
+	got := newCalls()
+	errs := make(chan error, 10)
+	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+		got.add(describe(req))
+		return typed.Result{}, nil
+	}), typed.Options{OnError: func(_ context.Context, _ string, err error) { errs <- err }})
+	typed.Related(l, sc, func(s *corev1.Secret) []string {
+		if s.Name == "panics" {
+			panic("mapping boom")
+		}
+		return []string{"", "ns/", "ns/a"}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 3)
+	for _, run := range []func(context.Context) error{pc.Run, sc.Run, l.Run} {
+		go func() { _ = run(ctx); done <- struct{}{} }()
+	}
+	defer func() {
+		cancel()
+		for range 3 {
+			receive(t, done, "the controllers and the loop return once cancelled")
+		}
+		verifyNoLeaks(t)
+	}()
+	got.wait(t, 1)
+	_ = secondaries.WaitForWatchers(ctx, 1)
+	for _, name := range []string{"panics", "s"} {
+		if _, err := secondaries.Create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{"ns/a value=1", "ns/a value=1"}, got.wait(t, 2)); diff != "" {
+		t.Errorf("reconciles (-want +got):\n%s", diff)
+	}
+	var reported []string
+	for range 3 {
+		reported = append(reported, receive(t, errs, "the bad mappings are reported").Error())
+	}
+	want := []string{
+		"related mapping panicked on ns/panics: mapping boom",
+		`related mapping gave "", which names no object, for ns/s`,
+		`related mapping gave "ns/", which names no object, for ns/s`,
+	}
+	if diff := cmp.Diff(want, reported); diff != "" {
+		t.Errorf("reported (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunsEndForgetsTheFailuresItCountedInAGivenRateLimiter(t *testing.T) {
+	src := fake.New[obj, list](cm("a", "1"))
+	c := controller.New[obj, list](src)
+	limiter := &fixedDelay{d: time.Hour, requeues: map[string]int{}} // a retry never comes due
+	failed := make(chan struct{}, 10)
+	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+		defer func() { failed <- struct{}{} }()
+		return typed.Result{}, errors.New("boom")
+	}), typed.Options{RateLimiter: limiter, OnError: func(context.Context, string, error) {}})
+	cctx, ccancel := context.WithCancel(context.Background())
+	cdone := make(chan struct{})
+	go func() { defer close(cdone); _ = c.Run(cctx) }()
+	defer func() {
+		ccancel()
+		receive(t, cdone, "the controller returns")
+		verifyNoLeaks(t)
+	}()
+	for term := 1; term <= 3; term++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		receive(t, failed, "the key fails")
+		eventually(t, "the retry is scheduled", func() bool { return l.ScheduledRetries() == 1 })
+		cancel()
+		receive(t, done, "Run returns")
+		if n := limiter.NumRequeues("ns/a"); n != 0 {
+			t.Errorf("after Run %d the limiter still counts %d failures of ns/a, want 0", term, n)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/nilness"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -79,6 +80,11 @@ func IsTerminal(err error) bool {
 // ErrRetriesExhausted is reported, wrapped with the last error, when a key has failed
 // Options.MaxRetries times in a row; the key is then dropped until its next event.
 var ErrRetriesExhausted = errors.New("retries exhausted")
+
+// ErrNilArgument is returned, wrapped with what was nil, by Run for a Loop made with a nil
+// controller or reconciler, or related to a nil controller or mapping, and by RunAll for
+// a nil function.
+var ErrNilArgument = errors.New("nil argument")
 
 // ErrLoopRunning is returned by Run when the Loop is already running: two Runs would
 // reconcile one key on two goroutines at once.
@@ -169,6 +175,10 @@ type loopRun[T event.Object] struct {
 	// earlier one scheduled: a Terminal error drops the key until its next event.
 	retries map[string]clock.Timer
 	timers  sync.WaitGroup // timer functions that may still run
+	// failing holds the keys the rate limiter counts failures of, so that Run's end can
+	// forget them: a limiter given in Options outlives the Run, and a key must not start
+	// the next Run (the next term as leader) closer to its retry cap.
+	failing map[string]struct{}
 }
 
 // NewLoop returns a Loop that reconciles c's keys with r.
@@ -182,6 +192,11 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if !nilness.IsNil(opts.Metrics) {
+		opts.Metrics = safeMetrics{opts.Metrics}
+	} else {
+		opts.Metrics = nil
 	}
 	return &Loop[T, L]{c: c, r: r, opts: opts}
 }
@@ -197,6 +212,12 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 // deletion that must never be missed, even while no replica runs the Loop, needs a
 // finalizer. Run returns ErrLoopRunning if the Loop is already running.
 func (l *Loop[T, L]) Run(ctx context.Context) error {
+	switch {
+	case l.c == nil:
+		return fmt.Errorf("%w: the Loop's controller", ErrNilArgument)
+	case nilness.IsNil(l.r):
+		return fmt.Errorf("%w: the Loop's reconciler", ErrNilArgument)
+	}
 	limiter := l.opts.RateLimiter
 	if limiter == nil {
 		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
@@ -206,6 +227,7 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 		limiter:    limiter,
 		tombstones: map[string]T{},
 		retries:    map[string]clock.Timer{},
+		failing:    map[string]struct{}{},
 	}
 	run.enqueue = func(key string) {
 		run.q.Add(key)
@@ -275,13 +297,16 @@ func (l *Loop[T, L]) addRegs(run *loopRun[T], regs []*controller.Registration) {
 func (l *Loop[T, L]) stop(run *loopRun[T]) {
 	l.mu.Lock()
 	regs := run.regs
-	for key, t := range run.retries {
+	for _, t := range run.retries {
 		if t.Stop() {
 			run.timers.Done()
 		}
+	}
+	for key := range run.failing {
 		run.limiter.Forget(key)
 	}
 	clear(run.retries)
+	clear(run.failing)
 	clear(run.tombstones)
 	l.run = nil
 	l.mu.Unlock()
@@ -374,11 +399,12 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 		l.opts.Metrics.ReconcileLatency(l.opts.Name, time.Since(start))
 	}
 	switch {
+	case err == nil && res.RequeueAfter > 0:
+		// Still pending: a deletion keeps its last state for the requeued reconcile.
+		l.forgetFailures(run, key)
+		l.retryAfter(run, key, res.RequeueAfter)
 	case err == nil:
 		l.done(run, req)
-		if res.RequeueAfter > 0 {
-			l.retryAfter(run, key, res.RequeueAfter)
-		}
 	case IsTerminal(err):
 		l.done(run, req)
 		l.report(ctx, logger, key, err, true)
@@ -390,6 +416,9 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 			l.opts.Metrics.Retry(l.opts.Name)
 		}
 		l.report(ctx, logger, key, err, false)
+		l.mu.Lock()
+		run.failing[key] = struct{}{}
+		l.mu.Unlock()
 		l.retryAfter(run, key, run.limiter.When(key))
 	}
 	return true
@@ -399,7 +428,7 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 // failure count, and the last state of its deletion, unless a newer deletion has replaced
 // it meanwhile (that one is still to be reconciled).
 func (l *Loop[T, L]) done(run *loopRun[T], req Request[T]) {
-	run.limiter.Forget(req.Key)
+	l.forgetFailures(run, req.Key)
 	if !req.Deleted {
 		return
 	}
@@ -407,6 +436,14 @@ func (l *Loop[T, L]) done(run *loopRun[T], req Request[T]) {
 	if last, ok := run.tombstones[req.Key]; ok && last == req.LastKnown {
 		delete(run.tombstones, req.Key)
 	}
+	l.mu.Unlock()
+}
+
+// forgetFailures resets key's failure count.
+func (l *Loop[T, L]) forgetFailures(run *loopRun[T], key string) {
+	run.limiter.Forget(key)
+	l.mu.Lock()
+	delete(run.failing, key)
 	l.mu.Unlock()
 }
 
@@ -426,6 +463,11 @@ func (l *Loop[T, L]) report(ctx context.Context, logger klog.Logger, key string,
 		l.opts.Metrics.ReconcileError(l.opts.Name, terminal)
 	}
 	if l.opts.OnError != nil {
+		defer func() {
+			if v := recover(); v != nil {
+				logger.Error(err, "reconcile error, whose OnError panicked", "panic", v, "stack", string(debug.Stack()))
+			}
+		}()
 		l.opts.OnError(ctx, key, err)
 		return
 	}
@@ -435,4 +477,34 @@ func (l *Loop[T, L]) report(ctx context.Context, logger klog.Logger, key string,
 		return
 	}
 	logger.Error(err, "reconcile failed", "terminal", terminal)
+}
+
+// safeMetrics keeps a panicking Metrics from ending the process: its calls come from
+// workers and timers, where nothing else would recover.
+type safeMetrics struct{ m Metrics }
+
+func (s safeMetrics) QueueDepth(loop string, depth int) {
+	defer s.recover("QueueDepth")
+	s.m.QueueDepth(loop, depth)
+}
+
+func (s safeMetrics) Retry(loop string) {
+	defer s.recover("Retry")
+	s.m.Retry(loop)
+}
+
+func (s safeMetrics) ReconcileLatency(loop string, d time.Duration) {
+	defer s.recover("ReconcileLatency")
+	s.m.ReconcileLatency(loop, d)
+}
+
+func (s safeMetrics) ReconcileError(loop string, terminal bool) {
+	defer s.recover("ReconcileError")
+	s.m.ReconcileError(loop, terminal)
+}
+
+func (safeMetrics) recover(method string) {
+	if v := recover(); v != nil {
+		klog.Background().Error(fmt.Errorf("Metrics.%s panicked: %v", method, v), "loop metrics", "stack", string(debug.Stack()))
+	}
 }

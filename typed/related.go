@@ -26,15 +26,35 @@ import (
 func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	l *Loop[T, L], secondary *controller.Controller[S, SL], keysOf func(S) []string,
 ) {
-	add := func(enqueue func(string)) (*controller.Registration, error) {
-		return secondary.AddHandler(l.opts.Name+"/related", controller.HandlerFunc[S](func(_ context.Context, e event.Event[S]) {
-			for _, key := range keysOf(e.Object) {
-				enqueue(key)
+	var zero S
+	logger := klog.Background().WithValues("loop", l.opts.Name, "related", fmt.Sprintf("%T", zero))
+	// mapKeys enqueues the keys obj maps to. A mapping that panics or returns an empty key
+	// is reported as the Loop's error: the secondary controller knows nothing of the Loop.
+	mapKeys := func(ctx context.Context, obj S, enqueue func(string)) {
+		defer func() {
+			if v := recover(); v != nil {
+				l.report(ctx, logger, "", fmt.Errorf("related mapping panicked on %s/%s: %v", obj.GetNamespace(), obj.GetName(), v), false)
 			}
+		}()
+		for _, key := range keysOf(obj) {
+			if _, name := event.SplitKey(key); name == "" {
+				l.report(ctx, logger, key, fmt.Errorf("related mapping gave %q, which names no object, for %s/%s", key, obj.GetNamespace(), obj.GetName()), false)
+				continue
+			}
+			enqueue(key)
+		}
+	}
+	add := func(enqueue func(string)) (*controller.Registration, error) {
+		switch {
+		case secondary == nil:
+			return nil, fmt.Errorf("%w: Related's controller of %T", ErrNilArgument, zero)
+		case keysOf == nil:
+			return nil, fmt.Errorf("%w: Related's mapping of %T", ErrNilArgument, zero)
+		}
+		return secondary.AddHandler(l.opts.Name+"/related", controller.HandlerFunc[S](func(ctx context.Context, e event.Event[S]) {
+			mapKeys(ctx, e.Object, enqueue)
 			if e.Type == event.Modified && e.HasPrior() {
-				for _, key := range keysOf(e.Prior) {
-					enqueue(key)
-				}
+				mapKeys(ctx, e.Prior, enqueue)
 			}
 		}))
 	}
@@ -47,7 +67,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	}
 	reg, err := add(run.enqueue)
 	if err != nil {
-		l.report(context.Background(), klog.Background().WithValues("loop", l.opts.Name), "", fmt.Errorf("relating %T: %w", *new(S), err), false)
+		l.report(context.Background(), logger, "", fmt.Errorf("relating %T: %w", zero, err), false)
 		return
 	}
 	l.mu.Lock()
