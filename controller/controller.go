@@ -42,6 +42,9 @@ var ErrAlreadyStarted = errors.New("controller already started")
 // included (a nil HandlerFunc, a nil pointer).
 var ErrNilHandler = errors.New("nil handler")
 
+// ErrNilListerWatcher is returned by Run for a Controller made with a nil ListerWatcher.
+var ErrNilListerWatcher = errors.New("nil ListerWatcher")
+
 // ErrStopped is returned by AddHandler once Run has returned.
 var ErrStopped = errors.New("controller stopped")
 
@@ -54,6 +57,7 @@ type Controller[T event.Object, L reflect.List] struct {
 	consumer   *eventcache.ResourceTrackingConsumer[T]
 	reflector  *reflect.Reflector[T, L]
 	dist       distributor[T]
+	nilSource  bool // New was given a nil ListerWatcher
 
 	synced     atomic.Bool
 	syncedCh   chan struct{}
@@ -70,7 +74,7 @@ type Controller[T event.Object, L reflect.List] struct {
 // Run starts.
 func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Option) *Controller[T, L] {
 	var zero T
-	c := &Controller[T, L]{syncedCh: make(chan struct{})}
+	c := &Controller[T, L]{syncedCh: make(chan struct{}), nilSource: nilness.IsNil(lw)}
 	c.cfg.name = fmt.Sprintf("%T", zero)
 	for _, o := range opts {
 		o(&c.cfg)
@@ -141,8 +145,13 @@ func (c *Controller[T, L]) onSynced() {
 // Run runs the controller until ctx is done: it starts the handlers and the consumer,
 // then the reflector; when ctx ends it stops the reflector, then the consumer, then the
 // handlers (letting an event being handled finish), and returns once none of its
-// goroutines is left. It returns ErrAlreadyStarted if called twice.
+// goroutines is left. It returns ErrAlreadyStarted if called twice, and
+// ErrNilListerWatcher at once for a Controller made with a nil ListerWatcher.
 func (c *Controller[T, L]) Run(ctx context.Context) error {
+	if c.nilSource {
+		var zero T
+		return fmt.Errorf("%w of %T", ErrNilListerWatcher, zero)
+	}
 	c.mu.Lock()
 	if c.started {
 		c.mu.Unlock()

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -218,5 +219,20 @@ func TestRegistrationWaitForSyncEndsWithItsContext(t *testing.T) {
 	cancel()
 	if err := reg.WaitForSync(ctx); err != context.Canceled {
 		t.Errorf("WaitForSync on a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+func TestControllerOverANilListerWatcherFailsToRunWithAClearError(t *testing.T) {
+	for name, lw := range map[string]controller.ListerWatcher[obj, list]{
+		"nil":       nil,
+		"typed nil": (*fake.ListerWatcher[obj, list])(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := controller.New[obj, list](lw).Run(ctx); !errors.Is(err, controller.ErrNilListerWatcher) {
+				t.Errorf("Run = %v, want ErrNilListerWatcher", err)
+			}
+		})
 	}
 }

@@ -205,6 +205,28 @@ func TestBadInputAtTheBoundaryIsAReportedErrorNeverAPanic(t *testing.T) {
 			wantErr: []error{reflect.ErrIncompleteList},
 		},
 		{
+			name: "List panics",
+			newLW: func(src *lw) any {
+				return &faultyLW[*corev1.ConfigMapList]{src: src, list: func(n int, l *corev1.ConfigMapList, err error) (*corev1.ConfigMapList, error) {
+					if n == 1 {
+						panic("list boom")
+					}
+					return l, err
+				}}
+			},
+			wantErr: []error{reflect.ErrListerWatcherPanicked},
+		},
+		{
+			name: "Watch panics",
+			newLW: func(src *lw) any {
+				return &faultyLW[*corev1.ConfigMapList]{src: src, watch: watchAt(1, func(w watch.Interface) watch.Interface {
+					stopped(w)
+					panic("watch boom")
+				})}
+			},
+			wantErr: []error{reflect.ErrListerWatcherPanicked},
+		},
+		{
 			name:    "Watch returns a nil watch",
 			newLW:   func(src *lw) any { return &faultyLW[*corev1.ConfigMapList]{src: src, watch: watchAt(1, instead(nil))} },
 			wantErr: []error{reflect.ErrNilResult},

@@ -52,6 +52,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	goreflect "reflect"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -361,7 +362,7 @@ func (r *Reflector[T, L]) listOptions(opts metav1.ListOptions) metav1.ListOption
 // watch or result channel is an error wrapping ErrNilResult: using it would panic or
 // block forever.
 func (r *Reflector[T, L]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, <-chan watch.Event, error) {
-	w, err := r.lw.Watch(ctx, r.listOptions(opts))
+	w, err := guard("Watch", func() (watch.Interface, error) { return r.lw.Watch(ctx, r.listOptions(opts)) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -374,6 +375,22 @@ func (r *Reflector[T, L]) watch(ctx context.Context, opts metav1.ListOptions) (w
 		return nil, nil, fmt.Errorf("%w: Watch returned a %T whose result channel is nil", ErrNilResult, w)
 	}
 	return w, events, nil
+}
+
+// ErrListerWatcherPanicked is returned, wrapped with the value and the stack, when a
+// ListerWatcher's List or Watch panics: the reflector reports it and backs off, as for
+// any other failed request, instead of ending the process.
+var ErrListerWatcherPanicked = errors.New("ListerWatcher panicked")
+
+// guard calls a ListerWatcher method, turning a panic into an error: the ListerWatcher
+// is code at the library's boundary (DESIGN 18), a user's adapter as often as a client.
+func guard[R any](method string, call func() (R, error)) (_ R, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %s: %v\n%s", ErrListerWatcherPanicked, method, v, debug.Stack())
+		}
+	}()
+	return call()
 }
 
 // listRV is the resource version to list from: for a plain list "0" (any, cheap, from the watch
@@ -418,7 +435,7 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan wat
 			// pages read before are not part of the result.
 			partial = nil
 		}
-		l, err := r.lw.List(ctx, opts)
+		l, err := guard("List", func() (L, error) { return r.lw.List(ctx, opts) })
 		switch {
 		case err != nil && (nilness.IsNil(l) || !errors.Is(err, ErrIncompleteList)):
 			return nil, err

@@ -724,3 +724,12 @@ func TestRunsEndForgetsTheFailuresItCountedInAGivenRateLimiter(t *testing.T) {
 		}
 	}
 }
+
+func TestFromDynamicOverANilClientFailsToRunWithAClearError(t *testing.T) {
+	c := controller.New[*corev1.ConfigMap, *typed.List[*corev1.ConfigMap]](typed.FromDynamic[*corev1.ConfigMap](nil))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := c.Run(ctx); !errors.Is(err, controller.ErrNilListerWatcher) {
+		t.Errorf("Run = %v, want ErrNilListerWatcher", err)
+	}
+}

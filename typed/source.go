@@ -18,6 +18,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/nilness"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -70,7 +71,12 @@ type Dynamic[T event.Object] struct {
 
 // FromDynamic returns a Dynamic over client, for example
 // dynamicClient.Resource(gvr).Namespace(ns).
+// A nil client gives a nil *Dynamic, which controller.Controller.Run rejects with
+// controller.ErrNilListerWatcher.
 func FromDynamic[T event.Object](client dynamic.ResourceInterface) *Dynamic[T] {
+	if nilness.IsNil(client) {
+		return nil
+	}
 	return &Dynamic[T]{client: client}
 }
 
