@@ -63,6 +63,9 @@ func run(benchtime string, count int, bench string, timeout time.Duration, out, 
 	args := []string{"test", "-run", "^$", "-bench", bench, "-benchmem",
 		"-benchtime", benchtime, "-count", fmt.Sprint(count), "-timeout", timeout.String(), "./internal/bench/"}
 	fmt.Fprintf(os.Stderr, "benchreport: go %s\n", strings.Join(args, " "))
+	// The machine, and above all the revision, as of before the run: go test builds the
+	// code as it is now, and other work may commit or edit meanwhile.
+	m := describeMachine(root)
 	loadBefore := loadAverage()
 	sampler := sampleLoad(5 * time.Second)
 	started := time.Now()
@@ -90,7 +93,6 @@ func run(benchtime string, count int, bench string, timeout time.Duration, out, 
 	if err != nil {
 		return fmt.Errorf("parsing the output saved in %s: %w", raw, err)
 	}
-	m := describeMachine(root)
 	m.load, m.loadPeak, m.loadAfter = loadBefore, loadPeak, loadAfter
 	report := render(res, m, runInfo{benchtime: benchtime, count: count, bench: bench, took: took, raw: rel(root, raw)})
 	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
