@@ -10,15 +10,16 @@ const sampleOutput = `goos: linux
 goarch: amd64
 pkg: github.com/typedinformer/typedinformer/internal/bench
 cpu: Intel(R) Xeon(R) Processor
-BenchmarkSteadyState/objects=1000/input=fresh/lib=typedinformer-2         	       1	 468600630 ns/op	       111.5 B/event	         4.106 allocs/event	    426744 events/s	         0.6850 handled/event	      2343 ns/event	22308360 B/op	  821194 allocs/op
+BenchmarkSteadyState/objects=1000/input=fresh/lib=typedinformer-2         	       1	 468600630 ns/op	       111.5 B/event	         4.106 allocs/event	      3000 cpu-ns/event	    426744 events/s	         0.6850 handled/event	      2343 ns/event	22308360 B/op	  821194 allocs/op
 BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go-2             	       1	 667981813 ns/op	       586.9 B/event	         9.357 allocs/event	    299307 events/s	         1.000 handled/event	      3341 ns/event	117372856 B/op	 1871327 allocs/op
 BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go-2             	       1	 667981813 ns/op	       586.9 B/event	         9.357 allocs/event	    399307 events/s	         1.000 handled/event	      3341 ns/event	117372856 B/op	 1871327 allocs/op
 BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go-2             	       1	 667981813 ns/op	       586.9 B/event	         9.357 allocs/event	    199307 events/s	         1.000 handled/event	      3341 ns/event	117372856 B/op	 1871327 allocs/op
-BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go-typed-2       	       1	 667981813 ns/op	       590.1 B/event	         9.500 allocs/event	    100000 events/s	         1.000 handled/event	      3400 ns/event	117372856 B/op	 1871327 allocs/op
-BenchmarkSteadyState/objects=1000/input=fresh/lib=watch-alone-2             	       1	 363391502 ns/op	       100 B/event	         3.000 allocs/event	   1375669 events/s	       727 ns/event	     112 B/op	       1 allocs/op
+BenchmarkSteadyState/objects=1000/input=fresh/lib=client-go-typed-2       	       1	 667981813 ns/op	       590.1 B/event	         9.500 allocs/event	      5000 cpu-ns/event	    100000 events/s	         1.000 handled/event	      3400 ns/event	117372856 B/op	 1871327 allocs/op
+BenchmarkSteadyState/objects=1000/input=fresh/lib=watch-alone-2             	       1	 363391502 ns/op	       100 B/event	         3.000 allocs/event	      1000 cpu-ns/event	   1375669 events/s	       727 ns/event	     112 B/op	       1 allocs/op
 BenchmarkSteadyState/objects=1000/input=prebuilt/lib=typedinformer-2      	       1	 468600630 ns/op	        16.22 B/event	         1.002 allocs/event	   1000000 events/s	         0.4829 handled/event	      1000 ns/event	 8107928 B/op	  500835 allocs/op
 BenchmarkSteadyState/objects=1000/input=prebuilt/lib=client-go-2          	       1	 667981813 ns/op	       770.5 B/event	        11.99 allocs/event	    300000 events/s	         1.000 handled/event	      3333 ns/event	385271992 B/op	 5995950 allocs/op
 BenchmarkSteadyState/objects=1000/input=prebuilt/lib=client-go-typed-2    	       1	 667981813 ns/op	       776.5 B/event	        12.37 allocs/event	    250000 events/s	         1.000 handled/event	      4000 ns/event	388239112 B/op	 6186957 allocs/op
+BenchmarkSteadyState/objects=1000/input=prebuilt/lib=watch-alone-2       	       1	 250000000 ns/op	         0 B/event	         0 allocs/event	   2000000 events/s	       500 ns/event	       0 B/op	       0 allocs/op
 BenchmarkStalledHandler/keys=10000/events=100000/lib=typedinformer-2         	       1	 431635877 ns/op	       118.4 B/event	         4.458 allocs/event	         1.797 heap-MB	      4317 ns/event	11836848 B/op	  445820 allocs/op
 BenchmarkStalledHandler/keys=10000/events=100000/lib=client-go-2             	       1	 258632919 ns/op	       657.6 B/event	         9.069 allocs/event	         5.547 heap-MB	      2587 ns/event	65762632 B/op	  906889 allocs/op
 BenchmarkStalledHandler/keys=10000/events=100000/lib=client-go-typed-2       	       1	 258632919 ns/op	       660.0 B/event	         9.100 allocs/event	         5.600 heap-MB	      2600 ns/event	65762632 B/op	  906889 allocs/op
@@ -58,6 +59,9 @@ func TestParseAndRender(t *testing.T) {
 		len(steady[0].names) != 4 {
 		t.Errorf("steady-state cases = %+v", steady)
 	}
+	if len(steady[1].names) != 4 {
+		t.Errorf("prebuilt steady-state case = %+v", steady[1])
+	}
 	if reason := r.skipReason("BenchmarkControlPlaneSync"); !strings.HasPrefix(reason, "no control plane binaries") {
 		t.Errorf("skip reason = %q", reason)
 	}
@@ -65,6 +69,9 @@ func TestParseAndRender(t *testing.T) {
 	doc := render(r, machine{cpu: "Test CPU", cores: 2, goVersion: "go1.26", date: time.Unix(0, 0).UTC(),
 		load: "0.52", loadPeak: "2.31", loadAfter: "1.98"},
 		runInfo{benchtime: "1x", count: 1, bench: ".", raw: ".cache/bench-raw.txt"})
+	if strings.Contains(doc, "input=prebuilt | allocs/event beyond") || strings.Contains(doc, "input=prebuilt | CPU time/event beyond") {
+		t.Errorf("report subtracts an input that costs nothing:\n%s", doc)
+	}
 	for _, want := range []string{
 		"| CPU | Test CPU |",
 		"| Load | 0.52 before the run, at most 2.31 during it, 1.98 right after it (1-minute averages;",
@@ -79,6 +86,9 @@ func TestParseAndRender(t *testing.T) {
 		// Net of the input's own allocations (3 allocs, 100 B an event, from watch-alone).
 		"| objects=1,000, input=fresh | allocs/event beyond the input's | 1.11 | 6.36 | 6.50 | 5.75× | 5.88× |  |  |",
 		"| objects=1,000, input=fresh | bytes/event beyond the input's | 11.5 B | 487 B | 490 B | 42.34× | 42.62× |  |  |",
+		// CPU time where a library has it (client-go's sample has none).
+		"| objects=1,000, input=fresh | CPU time/event | 3,000 ns | — | 5,000 ns | — | 1.67× |  |  |",
+		"| objects=1,000, input=fresh | CPU time/event beyond the input's | 2,000 ns | — | 4,000 ns | — | 2.00× |  |  |",
 		// Met against both: a pass.
 		"| objects=1,000, input=prebuilt | events/s | 1,000,000 | 300,000 | 250,000 | 3.33× | 4.00× | ≥ 3× events/s | ✅ pass |",
 		"| objects=1,000, input=prebuilt | allocs/event | 1.00 | 12.0 | 12.4 | 11.97× | 12.35× | ≤ 1/3 allocs | ✅ pass |",
@@ -94,9 +104,10 @@ func TestParseAndRender(t *testing.T) {
 		"| client-go | 5.5 MB | 49.0 MB | +43.4 MB |  |  |",
 		"| client-go typed | 5.6 MB | 49.1 MB | +43.5 MB |  |  |",
 		// The ceiling: the input's own rate and allocations, and 3× the faster client-go.
-		"| case | watch alone | input allocs/event | typedinformer | client-go | client-go typed | target rate (3× the faster client-go) |",
-		"| objects=1,000, input=fresh | 1,375,669 | 3.00 (100 B) | 426,744 (31%) | 299,307 (22%) | 100,000 (7%) | 897,921 (65%) |",
-		"| objects=1,000, input=prebuilt |",
+		"| case | watch alone | input allocs/event | input CPU time/event | typedinformer | client-go | client-go typed | target rate (3× the faster client-go) |",
+		"| objects=1,000, input=fresh | 1,375,669 | 3.00 (100 B) | 1,000 ns | 426,744 (31%) | 299,307 (22%) | 100,000 (7%) | 897,921 (65%) |",
+		// The prebuilt input costs nothing: no line beyond the input's, and zeros in the ceiling.
+		"| objects=1,000, input=prebuilt | 2,000,000 | 0 (0 B) | — | 1,000,000 (50%) | 300,000 (15%) | 250,000 (12%) | 900,000 (45%) |",
 		"**Skipped:** no control plane binaries",
 		"benchstat@latest old.txt new.txt",
 	} {
