@@ -4,18 +4,25 @@
 // ResourceTrackingConsumer, which updates the known objects and then hands each event to
 // every registered Handler. Each handler has its own goroutine and keyed backlog.
 //
-// A generated typed client is a ListerWatcher as it is:
+// A generated typed client is a ListerWatcher as it is. Without options, New takes the
+// object and list types as type arguments; with Options, Go infers both, the list type
+// from the client's List method and the object type from the Options:
 //
 //	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](clientset.CoreV1().ConfigMaps("default"))
+//	c := controller.New(clientset.CoreV1().ConfigMaps("default"), controller.Options[*corev1.ConfigMap]{
+//		ResyncPeriod: time.Hour,
+//		Transform:    typed.StripManagedFields[*corev1.ConfigMap],
+//	})
 //
 // Run starts the consumer before the reflector and stops them in the reverse order, and
 // returns only when no goroutine of the controller is left.
 //
-// Option is not generic, although three options (WithIndex, WithKeyFunc, WithTransform)
-// carry functions of the object type: a generic Option[T] would make every option that
-// does not mention T (WithResyncPeriod, WithName, ...) need an explicit type argument at
-// each call. Those three infer T from their function instead, and New checks it against
-// the controller's T, panicking with both types named, before anything runs.
+// Options is one generic struct rather than functional options, so that nothing in it can
+// fail at run time: KeyFunc, Transform and Indexers have the controller's object type,
+// and a function of another type is a compile error, not a panic in New. This costs the
+// common call sites nothing: a call without options has no Options to write, and an
+// Options literal names the object type once, from which, with lw, Go infers New's type
+// arguments, as above.
 package controller
 
 import (
@@ -28,6 +35,7 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/queue"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -72,29 +80,24 @@ type Controller[T event.Object, L reflect.List] struct {
 
 // New returns a Controller for lw, ready to Run. Handlers may be added before or after
 // Run starts.
-func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Option) *Controller[T, L] {
-	var zero T
+//
+// opts is variadic so that it can be left out; at most one Options is expected. Several
+// are not an error: they are merged in order, field by field, a later non-zero field
+// winning and Indexers united (a later index of the same name winning).
+func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options[T]) *Controller[T, L] {
+	o := mergeOptions(opts)
+	if o.Name == "" {
+		var zero T
+		o.Name = fmt.Sprintf("%T", zero)
+	}
 	c := &Controller[T, L]{syncedCh: make(chan struct{}), nilSource: nilness.IsNil(lw)}
-	c.cfg.name = fmt.Sprintf("%T", zero)
-	for _, o := range opts {
-		o(&c.cfg)
+	c.cfg = config{name: o.Name, onError: o.OnError, metrics: o.Metrics}
+	if o.FullHistory {
+		c.cfg.compression = queue.FullHistory
 	}
-	indexers := eventcache.Indexers[T]{}
-	for _, name := range c.cfg.indexerOrder {
-		indexers[name] = typed[eventcache.IndexFunc[T]]("WithIndex("+name+")", c.cfg.indexers[name])
-	}
-	var keyFunc event.KeyFunc[T]
-	if c.cfg.keyFunc != nil {
-		keyFunc = typed[event.KeyFunc[T]]("WithKeyFunc", c.cfg.keyFunc)
-	}
-	var transform func(T) (T, error)
-	if c.cfg.transform != nil {
-		transform = typed[func(T) (T, error)]("WithTransform", c.cfg.transform)
-	}
-
-	c.writer = eventcache.NewWriter(indexers)
+	c.writer = eventcache.NewWriter(o.Indexers)
 	eqOpts := eventcache.Options[T]{
-		KeyFunc:     keyFunc,
+		KeyFunc:     o.KeyFunc,
 		Compression: c.cfg.compression,
 		OnSynced:    c.onSynced,
 	}
@@ -106,14 +109,14 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Option)
 		c.cfg.reportError(c.context(), err)
 	})
 	ropts := reflect.Options[T]{
-		Name:             c.cfg.name,
-		ResyncPeriod:     c.cfg.resync,
-		PageSize:         c.cfg.pageSize,
-		WatchList:        c.cfg.watchList,
-		Backoff:          c.cfg.backoff,
-		Clock:            c.cfg.clock,
-		Transform:        transform,
-		TweakListOptions: c.cfg.tweak,
+		Name:             o.Name,
+		ResyncPeriod:     o.ResyncPeriod,
+		PageSize:         o.PageSize,
+		WatchList:        o.WatchList,
+		Backoff:          o.Backoff,
+		Clock:            o.Clock,
+		Transform:        o.Transform,
+		TweakListOptions: o.ListOptions,
 		OnError:          func(err error) { c.cfg.reportError(c.context(), err) },
 	}
 	if c.cfg.metrics != nil {

@@ -267,7 +267,7 @@ func TestRemovedHandlerStopsReceiving(t *testing.T) {
 func TestPanickingHandlerIsRecoveredAndReported(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
 	errs := make(chan error, 10)
-	c := controller.New[obj, list](src, controller.WithErrorHandler(func(_ context.Context, err error) { errs <- err }))
+	c := controller.New(src, controller.Options[obj]{OnError: func(_ context.Context, err error) { errs <- err }})
 	panicky, calm := newRecorder(), newRecorder()
 	panicky.hook = func(e event.Event[obj]) {
 		if e.Object.Name == "a" {
@@ -343,9 +343,9 @@ func TestStoreReadsAndIndexes(t *testing.T) {
 		cm("ns1", "b", map[string]string{"app": "db"}),
 		cm("ns2", "c", map[string]string{"app": "web"}),
 	)
-	c := controller.New[obj, list](src, controller.WithIndex("app", func(o obj) ([]string, error) {
-		return []string{o.Labels["app"]}, nil
-	}))
+	c := controller.New(src, controller.Options[obj]{Indexers: eventcache.Indexers[obj]{
+		"app": func(o obj) ([]string, error) { return []string{o.Labels["app"]}, nil },
+	}})
 	run(t, c)
 	names := func(objs []obj) []string {
 		var out []string

@@ -10,6 +10,8 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/typed"
 )
 
 // A typed controller over ConfigMaps. In production the ListerWatcher is
@@ -75,23 +77,29 @@ func ExampleHandlerFunc() {
 	// Output: ADDED a from a list: true
 }
 
-// WithIndex adds a secondary index; every controller also indexes by namespace.
-func ExampleWithIndex() {
+// With Options, Go infers New's type arguments: the list type from the ListerWatcher, the
+// object type from the Options. Their functions have the controller's object type, so
+// that a key function, transform or index of another type does not compile. Every
+// controller also indexes by namespace.
+func Example_options() {
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "x", Labels: map[string]string{"team": "blue"}}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "y", Labels: map[string]string{"team": "red"}}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "y", Labels: map[string]string{"team": "red"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}},
 	)
-	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src,
-		controller.WithIndex("team", func(cm *corev1.ConfigMap) ([]string, error) {
-			return []string{cm.Labels["team"]}, nil
-		}))
+	c := controller.New(src, controller.Options[*corev1.ConfigMap]{
+		Indexers: eventcache.Indexers[*corev1.ConfigMap]{
+			"team": func(cm *corev1.ConfigMap) ([]string, error) { return []string{cm.Labels["team"]}, nil },
+		},
+		Transform: typed.StripManagedFields[*corev1.ConfigMap],
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); _ = c.Run(ctx) }()
 	_ = c.WaitForSync(ctx)
 	red, _ := c.Store().ByIndex("team", "red")
-	fmt.Println(len(red), red[0].Namespace+"/"+red[0].Name)
+	fmt.Println(len(red), red[0].Namespace+"/"+red[0].Name, "managed fields:", len(red[0].ManagedFields))
 	cancel()
 	<-stopped
-	// Output: 1 b/y
+	// Output: 1 b/y managed fields: 0
 }

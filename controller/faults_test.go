@@ -108,19 +108,30 @@ func (g *gated) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Inter
 // fake server that a churn of creations, updates and deletions changes while a fault is
 // injected.
 type faultRun struct {
-	src  *fake.ListerWatcher[obj, list]
-	lw   *gated
-	c    *controller.Controller[obj, list]
-	chk  *eventcheck.Checker[obj]
-	mu   sync.Mutex
-	errs []error
-	rng  *rand.Rand
+	src *fake.ListerWatcher[obj, list]
+	lw  *gated
+	c   *controller.Controller[obj, list]
+	chk *eventcheck.Checker[obj]
+	rng *rand.Rand
+	errorLog
 }
 
-func (r *faultRun) errors() []error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]error(nil), r.errs...)
+// errorLog collects the errors a controller reports, as its Options.OnError.
+type errorLog struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errorLog) add(_ context.Context, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+}
+
+func (l *errorLog) errors() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]error(nil), l.errs...)
 }
 
 func (r *faultRun) churn(t *testing.T, n int) {
@@ -162,20 +173,15 @@ func (r *faultRun) converge(t *testing.T) {
 	r.chk.Verify(t)
 }
 
-func startFaultRun(t *testing.T, opts ...controller.Option) *faultRun {
+func startFaultRun(t *testing.T) *faultRun {
 	t.Helper()
 	r := &faultRun{src: fake.New[obj, list](), chk: eventcheck.New[obj]("checker"), rng: rand.New(rand.NewPCG(1, 2))}
 	r.lw = &gated{ListerWatcher: r.src}
 	r.churn(t, 30)
-	opts = append([]controller.Option{
-		controller.WithBackoff(wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 1 << 20, Cap: 20 * time.Millisecond}),
-		controller.WithErrorHandler(func(_ context.Context, err error) {
-			r.mu.Lock()
-			r.errs = append(r.errs, err)
-			r.mu.Unlock()
-		}),
-	}, opts...)
-	r.c = controller.New[obj, list](r.lw, opts...)
+	r.c = controller.New(r.lw, controller.Options[obj]{
+		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 1 << 20, Cap: 20 * time.Millisecond},
+		OnError: r.add,
+	})
 	mustAdd(t, r.c, "checker", r.chk)
 	return r
 }
@@ -367,8 +373,7 @@ func TestFaultNoListPermissionBacksOffAndNeverSyncs(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "x", nil))
 	src.FailList(1<<30, apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("user cannot list")))
 	errs := make(chan error, 100)
-	c := controller.New[obj, list](src, controller.WithClock(clk),
-		controller.WithErrorHandler(func(_ context.Context, err error) { errs <- err }))
+	c := controller.New(src, controller.Options[obj]{Clock: clk, OnError: func(_ context.Context, err error) { errs <- err }})
 	chk := eventcheck.New[obj]("checker")
 	mustAdd(t, c, "checker", chk)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -35,7 +35,7 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, e event.Event[T]) { f(ctx, e
 // backlogs, not that they have handled it. A handler that reacts to changes should
 // therefore act on the object's whole state in AddFunc as in UpdateFunc (level-driven, as
 // typed.Loop does); one that must see an update should wait for its own
-// Registration.WaitForSync before making the change, or use WithFullHistory.
+// Registration.WaitForSync before making the change, or use Options.FullHistory.
 type HandlerFuncs[T event.Object] struct {
 	// AddFunc receives an object the handler did not know: created, seen in a list, or
 	// created and changed before the handler got to it.
@@ -97,7 +97,7 @@ type Registration struct {
 }
 
 // Pending returns the number of keys waiting in the handler's backlog. Each key holds at
-// most queue.MaxCompressedLen events (unless WithFullHistory), so this bounds the
+// most queue.MaxCompressedLen events (unless Options.FullHistory), so this bounds the
 // backlog's memory however many events a slow handler falls behind by.
 func (r *Registration) Pending() int { return r.pending() }
 

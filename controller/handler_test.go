@@ -18,7 +18,7 @@ import (
 func TestHandlersReceiveTheKeyTheControllerComputed(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil))
 	custom := func(o obj) (string, error) { return "custom:" + o.Name, nil }
-	c := controller.New[obj, list](src, controller.WithKeyFunc(custom))
+	c := controller.New(src, controller.Options[obj]{KeyFunc: custom})
 	early, late := newKeyRecorder(), newKeyRecorder()
 	mustAdd(t, c, "early", early)
 	run(t, c)

@@ -74,7 +74,7 @@ func (m *countingMetrics) HandlerPanic(handler string) {
 func TestMetricsReportListsEventsVersionsQueueAndHandlers(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
 	m := &countingMetrics{events: map[watch.EventType]int{}, handled: map[string]int{}, panics: map[string]int{}}
-	c := controller.New[obj, list](src, controller.WithMetrics(m), controller.WithErrorHandler(func(context.Context, error) {}))
+	c := controller.New(src, controller.Options[obj]{Metrics: m, OnError: func(context.Context, error) {}})
 	h := newRecorder()
 	h.hook = func(e event.Event[obj]) {
 		if e.Object.Name == "c" {

@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"time"
 
@@ -31,26 +33,96 @@ type Metrics interface {
 	HandlerPanic(handler string)
 }
 
-// Option configures a Controller. Options that depend on the object type (WithIndex,
-// WithKeyFunc, WithTransform) infer it from their function argument; New panics if it
-// does not match the controller's type, as that is a programming error.
-type Option func(*config)
+// Options configure a Controller of T. The zero value is right for production: every
+// field is optional, and its zero value means the default its comment names.
+type Options[T event.Object] struct {
+	// Name names the controller in logs and errors; the object type (as %T prints it) by
+	// default.
+	Name string
+	// ResyncPeriod, when positive, makes the controller redeliver every known object
+	// that has nothing pending, as a synchronization modification, that often. Zero
+	// turns it off.
+	ResyncPeriod time.Duration
+	// PageSize is the list page size; 500 when zero.
+	PageSize int64
+	// WatchList turns on the streaming watch-list protocol for the initial state, with a
+	// fall back to a paged list on servers that reject it.
+	WatchList bool
+	// Backoff is the backoff between failed list or watch attempts; reflect.DefaultBackoff
+	// when zero.
+	Backoff wait.Backoff
+	// Clock drives backoff and resync timers, for tests; the real clock when nil.
+	Clock clock.WithTicker
+	// ListOptions, when set, adjusts the options of every list and watch request, for
+	// example to set a label or field selector (typed.Selectors).
+	ListOptions func(*metav1.ListOptions)
+	// OnError receives every error the controller reports: list and watch failures,
+	// watch ERROR events, objects of the wrong type, with no name or that the
+	// ListerWatcher could not read (reflect.ErrIncompleteList, reflect.Unreadable), index
+	// errors and recovered handler panics (as *HandlerPanicError). Routine protocol
+	// events, such as 410 Gone before a relist, are among them; reflect.IsRoutine tells
+	// them apart. When nil, errors are logged: routine ones at verbosity 2, the others as
+	// errors. It must not block; a panic in it is recovered and logged as an error.
+	OnError func(ctx context.Context, err error)
+	// Metrics, when set, receives the controller's counters and gauges.
+	Metrics Metrics
+	// FullHistory keeps every intermediate state of an object instead of merging pending
+	// modifications, for handlers that must see each one. Memory then grows with the
+	// number of events, not keys, while a consumer or handler is behind.
+	FullHistory bool
+	// KeyFunc computes the key of an object; event.ObjectKey when nil.
+	KeyFunc event.KeyFunc[T]
+	// Transform, when set, is applied to every object before it is cached, for example
+	// typed.StripManagedFields to save memory. An object it fails on is reported and
+	// skipped.
+	Transform func(T) (T, error)
+	// Indexers are secondary indexes of the known objects, by name, queried with
+	// Store().ByIndex. Every controller also has eventcache.NamespaceIndex.
+	Indexers eventcache.Indexers[T]
+}
 
+// mergeOptions merges opts in order, field by field: a later non-zero field wins, and
+// Indexers are united (a later index of the same name wins). It returns a new Indexers
+// map, so that the callers' maps are never written.
+func mergeOptions[T event.Object](opts []Options[T]) Options[T] {
+	var m Options[T]
+	for _, o := range opts {
+		m.Name = cmp.Or(o.Name, m.Name)
+		m.ResyncPeriod = cmp.Or(o.ResyncPeriod, m.ResyncPeriod)
+		m.PageSize = cmp.Or(o.PageSize, m.PageSize)
+		m.WatchList = cmp.Or(o.WatchList, m.WatchList)
+		m.Backoff = cmp.Or(o.Backoff, m.Backoff)
+		m.Clock = cmp.Or(o.Clock, m.Clock)
+		m.Metrics = cmp.Or(o.Metrics, m.Metrics)
+		m.FullHistory = cmp.Or(o.FullHistory, m.FullHistory)
+		if o.ListOptions != nil {
+			m.ListOptions = o.ListOptions
+		}
+		if o.OnError != nil {
+			m.OnError = o.OnError
+		}
+		if o.KeyFunc != nil {
+			m.KeyFunc = o.KeyFunc
+		}
+		if o.Transform != nil {
+			m.Transform = o.Transform
+		}
+		if len(o.Indexers) > 0 {
+			if m.Indexers == nil {
+				m.Indexers = eventcache.Indexers[T]{}
+			}
+			maps.Copy(m.Indexers, o.Indexers)
+		}
+	}
+	return m
+}
+
+// config is what the handlers' goroutines need of the options, without the object type.
 type config struct {
-	name         string
-	resync       time.Duration
-	pageSize     int64
-	watchList    bool
-	backoff      wait.Backoff
-	clock        clock.WithTicker
-	tweak        func(*metav1.ListOptions)
-	onError      func(context.Context, error)
-	metrics      Metrics
-	compression  queue.Compression
-	keyFunc      any
-	transform    any
-	indexers     map[string]any
-	indexerOrder []string
+	name        string
+	onError     func(context.Context, error)
+	metrics     Metrics
+	compression queue.Compression
 }
 
 // reportError hands err to the error handler, or logs it when there is none, so that no
@@ -86,86 +158,4 @@ func (c *config) callErrorHandler(ctx context.Context, logger klog.Logger, err e
 		}
 	}()
 	c.onError(ctx, err)
-}
-
-// WithName names the controller in logs and errors.
-func WithName(name string) Option { return func(c *config) { c.name = name } }
-
-// WithResyncPeriod makes the controller redeliver every known object that has nothing
-// pending, as a synchronization modification, every d. Zero (the default) turns it off.
-func WithResyncPeriod(d time.Duration) Option { return func(c *config) { c.resync = d } }
-
-// WithPageSize sets the list page size (default 500).
-func WithPageSize(n int64) Option { return func(c *config) { c.pageSize = n } }
-
-// WithWatchList turns on the streaming watch-list protocol for the initial state, with a
-// fall back to a paged list on servers that reject it.
-func WithWatchList(on bool) Option { return func(c *config) { c.watchList = on } }
-
-// WithBackoff sets the backoff between failed list or watch attempts (default
-// reflect.DefaultBackoff).
-func WithBackoff(b wait.Backoff) Option { return func(c *config) { c.backoff = b } }
-
-// WithClock sets the clock of backoff and resync timers, for tests.
-func WithClock(clk clock.WithTicker) Option { return func(c *config) { c.clock = clk } }
-
-// WithListOptions adjusts the options of every list and watch request, for example to
-// set a label or field selector.
-func WithListOptions(tweak func(*metav1.ListOptions)) Option {
-	return func(c *config) { c.tweak = tweak }
-}
-
-// WithErrorHandler receives every error the controller reports: list and watch failures,
-// watch ERROR events, objects of the wrong type, with no name or that the ListerWatcher
-// could not read (reflect.ErrIncompleteList, reflect.Unreadable), index errors and
-// recovered handler panics (as *HandlerPanicError). Routine protocol events, such as
-// 410 Gone before a relist, are among them; reflect.IsRoutine tells them apart. Without
-// a handler, errors are logged: routine ones at verbosity 2, the others as errors. It
-// must not block; a panic in it is recovered and logged as an error.
-func WithErrorHandler(fn func(ctx context.Context, err error)) Option {
-	return func(c *config) { c.onError = fn }
-}
-
-// WithMetrics sends the controller's counters and gauges to m.
-func WithMetrics(m Metrics) Option { return func(c *config) { c.metrics = m } }
-
-// WithFullHistory keeps every intermediate state of an object instead of merging pending
-// modifications, for handlers that must see each one. Memory then grows with the number
-// of events, not keys, while a consumer or handler is behind.
-func WithFullHistory() Option { return func(c *config) { c.compression = queue.FullHistory } }
-
-// WithKeyFunc replaces the default key function (event.ObjectKey).
-func WithKeyFunc[T event.Object](fn event.KeyFunc[T]) Option {
-	return func(c *config) { c.keyFunc = fn }
-}
-
-// WithTransform applies fn to every object before it is cached, for example
-// typed.StripManagedFields to save memory.
-func WithTransform[T event.Object](fn func(T) (T, error)) Option {
-	return func(c *config) { c.transform = fn }
-}
-
-// WithIndex adds a secondary index to the known objects, queried with Store().ByIndex.
-// Every controller also has eventcache.NamespaceIndex.
-func WithIndex[T event.Object](name string, fn eventcache.IndexFunc[T]) Option {
-	return func(c *config) {
-		if c.indexers == nil {
-			c.indexers = map[string]any{}
-		}
-		if _, ok := c.indexers[name]; !ok {
-			c.indexerOrder = append(c.indexerOrder, name)
-		}
-		c.indexers[name] = fn
-	}
-}
-
-// typed converts an option's value to the controller's type, panicking with a clear
-// message on a mismatch.
-func typed[V any](what string, v any) V {
-	out, ok := v.(V)
-	if !ok {
-		var want V
-		panic(fmt.Sprintf("controller: %s has type %T, the controller needs %T", what, v, want))
-	}
-	return out
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -11,47 +15,367 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
 )
 
-func TestKeyFuncAndTransformShapeTheCache(t *testing.T) {
-	src := fake.New[obj, list](cm("ns1", "a", map[string]string{"big": "label"}), cm("ns2", "b", nil))
-	c := controller.New[obj, list](src,
-		controller.WithKeyFunc(func(o obj) (string, error) {
-			if o == nil || o.Name == "" {
-				return "", event.ErrNoName
+// optionsRun is what a row of TestOptionsTakeEffect builds its Options from and checks.
+type optionsRun struct {
+	src     *fake.ListerWatcher[obj, list]
+	metrics *countingMetrics
+	errorLog
+}
+
+// firstErrorPrefix checks that the first error reported starts with prefix: the name
+// the controller gives its errors.
+func (r *optionsRun) firstErrorPrefix(t *testing.T, prefix string) {
+	t.Helper()
+	errs := r.errors()
+	if len(errs) == 0 {
+		t.Fatal("the error handler received no error")
+	}
+	if !strings.HasPrefix(errs[0].Error(), prefix) {
+		t.Errorf("the first error is %q, want it to begin with %q", errs[0], prefix)
+	}
+}
+
+func (r *optionsRun) lists() []metav1.ListOptions {
+	var out []metav1.ListOptions
+	for _, a := range r.src.Actions() {
+		if a.Verb == fake.VerbList {
+			out = append(out, a.Options)
+		}
+	}
+	return out
+}
+
+func keys(c *controller.Controller[obj, list]) []string {
+	out := c.Store().Keys()
+	sort.Strings(out)
+	return out
+}
+
+func byIndex(t *testing.T, c *controller.Controller[obj, list], index, value string) []string {
+	t.Helper()
+	objs, err := c.Store().ByIndex(index, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Namespace+"/"+o.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Each row builds a controller over the same three ConfigMaps with its Options (several,
+// for the rows that test merging), runs it until it has synced, and checks one effect.
+// Resync, Clock and FullHistory, which need events after the sync, have tests of their
+// own below.
+func TestOptionsTakeEffect(t *testing.T) {
+	fast := wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20}
+	web := func(o obj) ([]string, error) { return []string{o.Labels["app"]}, nil }
+	prefixed := func(prefix string) event.KeyFunc[obj] {
+		return func(o obj) (string, error) { return prefix + o.Name, nil }
+	}
+	tests := []struct {
+		name string
+		// failLists makes the first list fail, so that an error is reported.
+		failLists bool
+		opts      func(r *optionsRun) []controller.Options[obj]
+		check     func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list])
+	}{{
+		name: "none",
+		opts: func(*optionsRun) []controller.Options[obj] { return nil },
+		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
+			if diff := cmp.Diff([]string{"ns1/a", "ns1/b", "ns2/c"}, keys(c)); diff != "" {
+				t.Errorf("keys (-want +got):\n%s", diff)
 			}
-			return "cm:" + o.Name, nil
-		}),
-		controller.WithTransform(func(o obj) (obj, error) {
-			o.Labels = nil
-			return o, nil
-		}))
-	h := newRecorder()
-	mustAdd(t, c, "h", h)
-	run(t, c)
-	h.waitFor(t, 2)
-	if diff := cmp.Diff([]string{"cm:a", "cm:b"}, c.Store().Keys()); diff != "" {
-		t.Errorf("keys (-want +got):\n%s", diff)
+			if lists := r.lists(); len(lists) != 1 || lists[0].Limit != 500 || lists[0].LabelSelector != "" {
+				t.Errorf("listed with %+v, want one page of 500 and no selector", lists)
+			}
+		},
+	}, {
+		name:      "OnError receives errors named after the object type by default",
+		failLists: true,
+		opts: func(r *optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{{Backoff: fast, OnError: r.add}}
+		},
+		check: func(t *testing.T, r *optionsRun, _ *controller.Controller[obj, list]) {
+			r.firstErrorPrefix(t, "*v1.ConfigMap: list: ")
+		},
+	}, {
+		name:      "Name names the errors",
+		failLists: true,
+		opts: func(r *optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{{Name: "settings", Backoff: fast, OnError: r.add}}
+		},
+		check: func(t *testing.T, r *optionsRun, _ *controller.Controller[obj, list]) {
+			r.firstErrorPrefix(t, "settings: list: ")
+		},
+	}, {
+		name: "PageSize",
+		opts: func(*optionsRun) []controller.Options[obj] { return []controller.Options[obj]{{PageSize: 2}} },
+		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
+			lists := r.lists()
+			if len(lists) != 2 || lists[0].Limit != 2 || lists[1].Limit != 2 || lists[1].Continue == "" {
+				t.Errorf("listed with %+v, want two pages of 2", lists)
+			}
+			if n := c.Store().Len(); n != 3 {
+				t.Errorf("cached %d objects, want 3", n)
+			}
+		},
+	}, {
+		name: "WatchList",
+		opts: func(*optionsRun) []controller.Options[obj] { return []controller.Options[obj]{{WatchList: true}} },
+		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
+			actions := r.src.Actions()
+			if len(actions) == 0 || actions[0].Verb != fake.VerbWatch || actions[0].Options.SendInitialEvents == nil || !*actions[0].Options.SendInitialEvents {
+				t.Errorf("began with %+v, want a watch-list", actions)
+			}
+			if lists := r.lists(); len(lists) != 0 {
+				t.Errorf("listed with %+v, want no list", lists)
+			}
+			if n := c.Store().Len(); n != 3 {
+				t.Errorf("cached %d objects, want 3", n)
+			}
+		},
+	}, {
+		name: "ListOptions",
+		opts: func(*optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=web" }}}
+		},
+		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
+			if diff := cmp.Diff([]string{"ns1/a", "ns2/c"}, keys(c)); diff != "" {
+				t.Errorf("keys (-want +got):\n%s", diff)
+			}
+			for _, a := range r.src.Actions() {
+				if a.Options.LabelSelector != "app=web" {
+					t.Errorf("%s with %+v, want the label selector app=web", a.Verb, a.Options)
+				}
+			}
+		},
+	}, {
+		name: "Metrics",
+		opts: func(r *optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{{Metrics: r.metrics}}
+		},
+		check: func(t *testing.T, r *optionsRun, _ *controller.Controller[obj, list]) {
+			r.metrics.mu.Lock()
+			defer r.metrics.mu.Unlock()
+			if r.metrics.lists != 1 || r.metrics.items != 3 || r.metrics.rv != "3" {
+				t.Errorf("metrics saw %d lists of %d items up to resource version %q, want 1 of 3 up to \"3\"",
+					r.metrics.lists, r.metrics.items, r.metrics.rv)
+			}
+		},
+	}, {
+		name: "KeyFunc",
+		opts: func(*optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{{KeyFunc: prefixed("cm:")}}
+		},
+		check: func(t *testing.T, _ *optionsRun, c *controller.Controller[obj, list]) {
+			if diff := cmp.Diff([]string{"cm:a", "cm:b", "cm:c"}, keys(c)); diff != "" {
+				t.Errorf("keys (-want +got):\n%s", diff)
+			}
+		},
+	}, {
+		name: "Transform runs before caching",
+		opts: func(*optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{{Transform: func(o obj) (obj, error) {
+				o.Labels = nil
+				return o, nil
+			}}}
+		},
+		check: func(t *testing.T, _ *optionsRun, c *controller.Controller[obj, list]) {
+			c.Store().Range(func(key string, o obj) bool {
+				if o.Labels != nil {
+					t.Errorf("%s is cached with labels %v", key, o.Labels)
+				}
+				return true
+			})
+		},
+	}, {
+		name: "Indexers",
+		opts: func(*optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{{Indexers: eventcache.Indexers[obj]{"app": web}}}
+		},
+		check: func(t *testing.T, _ *optionsRun, c *controller.Controller[obj, list]) {
+			if diff := cmp.Diff([]string{"ns1/a", "ns2/c"}, byIndex(t, c, "app", "web")); diff != "" {
+				t.Errorf("ByIndex(app, web) (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"ns1/a", "ns1/b"}, byIndex(t, c, eventcache.NamespaceIndex, "ns1")); diff != "" {
+				t.Errorf("the namespace index (-want +got):\n%s", diff)
+			}
+		},
+	}, {
+		name:      "merged: a later non-zero field wins, a zero one keeps the earlier",
+		failLists: true,
+		opts: func(r *optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{
+				{Name: "first", PageSize: 2, KeyFunc: prefixed("first:"), Backoff: fast, OnError: r.add},
+				{Name: "second", KeyFunc: prefixed("second:")},
+				{},
+			}
+		},
+		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
+			r.firstErrorPrefix(t, "second: list: ")
+			if lists := r.lists(); len(lists) == 0 || lists[len(lists)-1].Limit != 2 {
+				t.Errorf("listed with %+v, want pages of 2", lists)
+			}
+			if diff := cmp.Diff([]string{"second:a", "second:b", "second:c"}, keys(c)); diff != "" {
+				t.Errorf("keys (-want +got):\n%s", diff)
+			}
+		},
+	}, {
+		name: "merged: Indexers are united, a later one of the same name wins",
+		opts: func(*optionsRun) []controller.Options[obj] {
+			wrong := func(obj) ([]string, error) { return []string{"wrong"}, nil }
+			name := func(o obj) ([]string, error) { return []string{o.Name}, nil }
+			return []controller.Options[obj]{
+				{Indexers: eventcache.Indexers[obj]{"app": wrong, "name": name}},
+				{Indexers: eventcache.Indexers[obj]{"app": web}},
+			}
+		},
+		check: func(t *testing.T, _ *optionsRun, c *controller.Controller[obj, list]) {
+			if diff := cmp.Diff([]string{"ns1/a", "ns2/c"}, byIndex(t, c, "app", "web")); diff != "" {
+				t.Errorf("ByIndex(app, web) (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"ns1/b"}, byIndex(t, c, "name", "b")); diff != "" {
+				t.Errorf("ByIndex(name, b) (-want +got):\n%s", diff)
+			}
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &optionsRun{
+				src: fake.New[obj, list](
+					cm("ns1", "a", map[string]string{"app": "web"}),
+					cm("ns1", "b", map[string]string{"app": "db"}),
+					cm("ns2", "c", map[string]string{"app": "web"}),
+				),
+				metrics: &countingMetrics{events: map[watch.EventType]int{}, handled: map[string]int{}, panics: map[string]int{}},
+			}
+			if tt.failLists {
+				r.src.FailList(1, errors.New("the server is sleeping"))
+			}
+			c := controller.New(r.src, tt.opts(r)...)
+			run(t, c)
+			tt.check(t, r, c)
+		})
 	}
-	a, ok := c.Store().Get("cm:a")
+}
+
+// Merging copies the Indexers: the maps the caller passed are left as they were.
+func TestMergingLeavesTheCallersIndexersAlone(t *testing.T) {
+	first := eventcache.Indexers[obj]{"a": func(obj) ([]string, error) { return nil, nil }}
+	second := eventcache.Indexers[obj]{"b": func(obj) ([]string, error) { return nil, nil }}
+	c := controller.New(fake.New[obj, list](), controller.Options[obj]{Indexers: first}, controller.Options[obj]{Indexers: second})
+	if len(first) != 1 || len(second) != 1 {
+		t.Errorf("New changed the Indexers it was given: %d and %d indexes, want 1 and 1", len(first), len(second))
+	}
+	for _, index := range []string{"a", "b"} {
+		if _, err := c.Store().ByIndex(index, "x"); err != nil {
+			t.Errorf("index %q: %v", index, err)
+		}
+	}
+}
+
+// A key function, transform or index function of another object type than the
+// controller's is a compile error. The test builds such a file, overlaid on the module,
+// and checks that the compiler rejects exactly those three lines.
+func TestOptionsOfAnotherObjectTypeDoNotCompile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a package with the go command")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command:", err)
+	}
+	const src = `package wrongtype
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/eventcache"
+)
+
+var configMaps = fake.New[*corev1.ConfigMap, *corev1.ConfigMapList]()
+
+var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
+	KeyFunc: func(*corev1.Secret) (string, error) { return "", nil }, // line 14
+})
+var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
+	Transform: func(s *corev1.Secret) (*corev1.Secret, error) { return s, nil }, // line 17
+})
+var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
+	Indexers: eventcache.Indexers[*corev1.ConfigMap]{
+		"owner": func(*corev1.Secret) ([]string, error) { return nil, nil }, // line 21
+	},
+})
+`
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "wrongtype.go")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(dir, "overlay.json")
+	// The package does not exist on disk; the overlay adds it to the module.
+	target := filepath.Join(wd, "wrongtype", "wrongtype.go")
+	if err := os.WriteFile(overlay, fmt.Appendf(nil, `{"Replace": {%q: %q}}`, target, file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"build", "-overlay", overlay}
+	if raceEnabled() {
+		args = append(args, "-race") // reuses the test's build cache
+	}
+	cmd := exec.Command(goCmd, append(args, "./wrongtype")...)
+	cmd.Dir = wd
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("a KeyFunc, Transform and IndexFunc of *corev1.Secret compiled for a controller of *corev1.ConfigMap")
+	}
+	var rejected []string
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, file+":") && strings.Contains(line, "cannot use") {
+			rejected = append(rejected, strings.SplitN(strings.TrimPrefix(line, file+":"), ":", 2)[0])
+		}
+	}
+	if diff := cmp.Diff([]string{"14", "17", "21"}, rejected); diff != "" {
+		t.Errorf("lines rejected (-want +got):\n%s\nthe go command said:\n%s", diff, out)
+	}
+}
+
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		t.Fatal("no object under the custom key cm:a")
+		return false
 	}
-	if a.Labels != nil {
-		t.Errorf("the transform did not run before caching: labels %v", a.Labels)
+	for _, s := range info.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
 	}
+	return false
 }
 
 func TestFullHistoryDeliversEveryIntermediateState(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil))
-	c := controller.New[obj, list](src, controller.WithFullHistory())
+	c := controller.New(src, controller.Options[obj]{FullHistory: true})
 	release := make(chan struct{})
 	h := newRecorder()
 	h.hook = func(event.Event[obj]) { <-release }
@@ -83,7 +407,7 @@ func TestFullHistoryDeliversEveryIntermediateState(t *testing.T) {
 func TestResyncRedeliversKnownObjectsEveryPeriod(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
-	c := controller.New[obj, list](src, controller.WithClock(clk), controller.WithResyncPeriod(time.Minute))
+	c := controller.New(src, controller.Options[obj]{Clock: clk, ResyncPeriod: time.Minute})
 	h := newRecorder()
 	mustAdd(t, c, "h", h)
 	run(t, c)
@@ -107,26 +431,14 @@ func TestResyncRedeliversKnownObjectsEveryPeriod(t *testing.T) {
 	}
 }
 
-func TestOptionOfAnotherObjectTypePanicsInNew(t *testing.T) {
-	defer func() {
-		msg := fmt.Sprint(recover())
-		if !strings.Contains(msg, "WithIndex(owner)") || !strings.Contains(msg, "v1.Secret") || !strings.Contains(msg, "v1.ConfigMap") {
-			t.Errorf("New panicked with %q, want a message naming the option and both types", msg)
-		}
-	}()
-	controller.New[obj, list](fake.New[obj, list](),
-		controller.WithIndex("owner", func(*corev1.Secret) ([]string, error) { return nil, nil }))
-	t.Error("New accepted an index function of another object type")
-}
-
 func TestErrorHandlerMayAddAHandler(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil))
 	var c *controller.Controller[obj, list]
 	var once sync.Once
 	added := make(chan *controller.Registration, 1)
-	c = controller.New[obj, list](src,
-		controller.WithIndex("fails", func(obj) ([]string, error) { return nil, errors.New("no values") }),
-		controller.WithErrorHandler(func(context.Context, error) {
+	c = controller.New(src, controller.Options[obj]{
+		Indexers: eventcache.Indexers[obj]{"fails": func(obj) ([]string, error) { return nil, errors.New("no values") }},
+		OnError: func(context.Context, error) {
 			// Index errors are reported from the drain loop, which adding a handler
 			// pauses: that must not deadlock.
 			once.Do(func() {
@@ -136,7 +448,8 @@ func TestErrorHandlerMayAddAHandler(t *testing.T) {
 				}
 				added <- reg
 			})
-		}))
+		},
+	})
 	run(t, c)
 	select {
 	case reg := <-added:

@@ -134,7 +134,7 @@ func TestReplayOfARecordedWatchStream(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lw := &replay{rec: rec, events: events, cut: tt.cut, start: make(chan struct{})}
-			c := controller.New[obj, list](lw, controller.WithErrorHandler(func(context.Context, error) {}))
+			c := controller.New(lw, controller.Options[obj]{OnError: func(context.Context, error) {}})
 			chk := eventcheck.New[obj]("checker")
 			reg := mustAdd(t, c, "checker", chk)
 			run(t, c)

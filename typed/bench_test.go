@@ -57,12 +57,12 @@ func benchConfigMap(i int) *corev1.ConfigMap {
 // benchCacheHeap runs a controller over src until it has synced and returns how much the
 // heap grew (each measured after a GC) for the controller's cache of every object: in
 // use (HeapInuse, spans holding live objects) and live (HeapAlloc, live objects).
-func benchCacheHeap(b *testing.B, src *fake.ListerWatcher[*corev1.ConfigMap, *corev1.ConfigMapList], opts ...controller.Option) (inUse, live int64) {
+func benchCacheHeap(b *testing.B, src *fake.ListerWatcher[*corev1.ConfigMap, *corev1.ConfigMapList], opts controller.Options[*corev1.ConfigMap]) (inUse, live int64) {
 	b.Helper()
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src, opts...)
+	c := controller.New(src, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
@@ -101,15 +101,15 @@ func BenchmarkStripManagedFieldsMemory(b *testing.B) {
 	var noneInUse, noneLive float64
 	for _, bc := range []struct {
 		name string
-		opts []controller.Option
+		opts controller.Options[*corev1.ConfigMap]
 	}{
-		{"transform=none", nil},
-		{"transform=strip", []controller.Option{controller.WithTransform(typed.StripManagedFields[*corev1.ConfigMap])}},
+		{"transform=none", controller.Options[*corev1.ConfigMap]{}},
+		{"transform=strip", controller.Options[*corev1.ConfigMap]{Transform: typed.StripManagedFields[*corev1.ConfigMap]}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var inUse, live, runs int64
 			for b.Loop() {
-				i, l := benchCacheHeap(b, src, bc.opts...)
+				i, l := benchCacheHeap(b, src, bc.opts)
 				inUse, live, runs = inUse+i, live+l, runs+1
 			}
 			inUseMB, liveMB := float64(inUse)/float64(runs)/mb, float64(live)/float64(runs)/mb

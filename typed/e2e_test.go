@@ -381,8 +381,7 @@ type e2eReplica struct {
 func startE2EReplica(t *testing.T, cfg *rest.Config, ns, id string, leaders *e2eLeaders) *e2eReplica {
 	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	configMaps := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cs.CoreV1().ConfigMaps(ns),
-		controller.WithName("configmaps-"+id))
+	configMaps := controller.New(cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{Name: "configmaps-" + id})
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			// A reconciler's writes use its context: once leadership ends, it can do
@@ -871,7 +870,7 @@ func TestE2ESources(t *testing.T) {
 		}
 		e2eNoLeaks(t)
 		selector := labels.SelectorFromSet(web)
-		c := controller.New[*corev1.Pod, *corev1.PodList](pods, typed.Selectors(selector, nil))
+		c := controller.New(pods, controller.Options[*corev1.Pod]{ListOptions: typed.Selectors(selector, nil)})
 		e2eRun(t, c.Run)
 		fresh := func() ([]*corev1.Pod, error) {
 			l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
@@ -923,7 +922,7 @@ func TestE2ESources(t *testing.T) {
 		}
 		e2eNoLeaks(t)
 		selector := fields.OneTermEqualSelector("metadata.name", "target")
-		c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cms, typed.Selectors(nil, selector))
+		c := controller.New(cms, controller.Options[*corev1.ConfigMap]{ListOptions: typed.Selectors(nil, selector)})
 		e2eRun(t, c.Run)
 		fresh := func() ([]*corev1.ConfigMap, error) {
 			l, err := cms.List(ctx, metav1.ListOptions{FieldSelector: selector.String()})
@@ -978,7 +977,7 @@ func TestE2ESources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := controller.New[*appsv1.Deployment, *appsv1.DeploymentList](deployments, typed.Selectors(selector, nil))
+		c := controller.New(deployments, controller.Options[*appsv1.Deployment]{ListOptions: typed.Selectors(selector, nil)})
 		e2eRun(t, c.Run)
 		fresh := func() ([]*appsv1.Deployment, error) {
 			l, err := deployments.List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
@@ -1016,7 +1015,7 @@ func TestE2ESources(t *testing.T) {
 		e2eNoLeaks(t)
 		meta := metadata.NewForConfigOrDie(cp.AdminConfig()).Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns)
 		selector := labels.SelectorFromSet(labels.Set{"team": "red"})
-		c := controller.New[*metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList](meta, typed.Selectors(selector, nil))
+		c := controller.New(meta, controller.Options[*metav1.PartialObjectMetadata]{ListOptions: typed.Selectors(selector, nil)})
 		e2eRun(t, c.Run)
 		fresh := func() ([]*metav1.PartialObjectMetadata, error) {
 			l, err := meta.List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
@@ -1055,12 +1054,13 @@ func TestE2ESources(t *testing.T) {
 			}
 		}
 		e2eNoLeaks(t)
-		c := controller.New[*Gadget, *typed.List[*Gadget]](typed.FromDynamic[*Gadget](gadgets),
-			controller.WithErrorHandler(func(_ context.Context, err error) {
+		c := controller.New(typed.FromDynamic[*Gadget](gadgets), controller.Options[*Gadget]{
+			OnError: func(_ context.Context, err error) {
 				if errors.Is(err, reflect.ErrIncompleteList) || errors.Is(err, reflect.ErrUnexpectedObject) {
 					t.Errorf("conversion: %v", err)
 				}
-			}))
+			},
+		})
 		e2eRun(t, c.Run)
 		fresh := func() ([]*Gadget, error) {
 			l, err := typed.FromDynamic[*Gadget](gadgets).List(ctx, metav1.ListOptions{})
@@ -1277,8 +1277,7 @@ func TestE2EStripManagedFieldsTransform(t *testing.T) {
 	}
 	e2eNoLeaks(t)
 	plain := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cms)
-	stripped := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cms,
-		controller.WithTransform(typed.StripManagedFields[*corev1.ConfigMap]))
+	stripped := controller.New(cms, controller.Options[*corev1.ConfigMap]{Transform: typed.StripManagedFields[*corev1.ConfigMap]})
 	e2eRun(t, plain.Run, stripped.Run)
 
 	check := func(step string, managers int) {

@@ -144,8 +144,7 @@ func ExampleFromDynamic() {
 func ExampleStripManagedFields() {
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "default", Name: "big", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}})
-	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src,
-		controller.WithTransform(typed.StripManagedFields[*corev1.ConfigMap]))
+	c := controller.New(src, controller.Options[*corev1.ConfigMap]{Transform: typed.StripManagedFields[*corev1.ConfigMap]})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -64,7 +64,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func TestLoopReconcilesTheKeysTheControllerComputed(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src, controller.WithKeyFunc(func(o obj) (string, error) { return "cm:" + o.Name, nil }))
+	c := controller.New(src, controller.Options[obj]{KeyFunc: func(o obj) (string, error) { return "cm:" + o.Name, nil }})
 	got := newCalls()
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(fmt.Sprintf("%s (%s/%s)", describe(req), req.Namespace, req.Name))

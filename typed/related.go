@@ -17,7 +17,7 @@ import (
 // them to: Pods to their ReplicaSet, Secrets to the ConfigMap they mirror. For a
 // modification both the old and the new state are mapped, so a key that stops being
 // related is reconciled too. The keys must be those of the Loop's controller: with
-// controller.WithKeyFunc, map to keys of that form.
+// controller.Options.KeyFunc, map to keys of that form.
 //
 // Called before the Loop runs, Related's handler is registered on secondary each time
 // the Loop runs, and the Loop starts reconciling only once secondary has synced, so that

@@ -64,7 +64,7 @@ func (l *List[T]) DeepCopyObject() runtime.Object {
 // conversion error, which the reflector reports and skips, keeping the cached state (a
 // deletion is still recorded, with the last known state, since the server said the
 // object is gone). Either way the error reaches the controller's error handler
-// (controller.WithErrorHandler).
+// (controller.Options.OnError).
 type Dynamic[T event.Object] struct {
 	client dynamic.ResourceInterface
 }
@@ -202,7 +202,7 @@ func (w *convertingWatch[T]) loop() {
 	}
 }
 
-// StripManagedFields is a transform for controller.WithTransform that drops
+// StripManagedFields is a transform for controller.Options.Transform that drops
 // metadata.managedFields, which controllers rarely read and which is often most of an
 // object's size.
 func StripManagedFields[T event.Object](obj T) (T, error) {
@@ -211,14 +211,15 @@ func StripManagedFields[T event.Object](obj T) (T, error) {
 }
 
 // Selectors narrows a controller to objects matching a label and a field selector (either
-// may be nil), on the server: other objects are never sent.
-func Selectors(label labels.Selector, field fields.Selector) controller.Option {
-	return controller.WithListOptions(func(o *metav1.ListOptions) {
+// may be nil), on the server: other objects are never sent. It is for
+// controller.Options.ListOptions.
+func Selectors(label labels.Selector, field fields.Selector) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) {
 		if label != nil {
 			o.LabelSelector = label.String()
 		}
 		if field != nil {
 			o.FieldSelector = field.String()
 		}
-	})
+	}
 }

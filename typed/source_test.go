@@ -66,8 +66,8 @@ func TestDynamicConvertsToTheUsersOwnStruct(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs := &errorLog{}
-	c := controller.New[*Widget, *typed.List[*Widget]](typed.FromDynamic[*Widget](client.Resource(widgets).Namespace("ns")),
-		controller.WithErrorHandler(errs.add))
+	c := controller.New(typed.FromDynamic[*Widget](client.Resource(widgets).Namespace("ns")),
+		controller.Options[*Widget]{OnError: errs.add})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
@@ -179,8 +179,10 @@ func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 		map[schema.GroupVersionResource]string{widgets: "WidgetList"}, widget("small", 1), widget("big", 9))
 	src := &expiringWidgets{ResourceInterface: client.Resource(widgets).Namespace("ns"), watching: make(chan struct{}, 1)}
 	errs := &errorLog{changed: make(chan struct{}, 1)}
-	c := controller.New[*Widget, *typed.List[*Widget]](typed.FromDynamic[*Widget](src),
-		controller.WithErrorHandler(errs.add), controller.WithBackoff(wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20}))
+	c := controller.New(typed.FromDynamic[*Widget](src), controller.Options[*Widget]{
+		OnError: errs.add,
+		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
+	})
 	events := make(chan event.Event[*Widget], 100)
 	if _, err := c.AddHandler("recorder", controller.HandlerFunc[*Widget](func(_ context.Context, e event.Event[*Widget]) { events <- e })); err != nil {
 		t.Fatal(err)
@@ -378,7 +380,7 @@ func TestSelectorsNarrowWhatIsCached(t *testing.T) {
 	labelled := cm("in", "1")
 	labelled.Labels = map[string]string{"mirror": "true"}
 	src := fake.New[obj, list](labelled, cm("out", "1"))
-	c := controller.New[obj, list](src, typed.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil))
+	c := controller.New(src, controller.Options[obj]{ListOptions: typed.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()

@@ -28,6 +28,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
 )
 
 // settings are the demo's knobs; the defaults give a run of a few seconds.
@@ -138,18 +139,20 @@ func demo(ctx context.Context, s settings) (err error) {
 	rec := newRecorder(out)
 	met := &metrics{}
 	var ctrlErrors errorCounter
-	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](client,
-		controller.WithName("demo-configmaps"),
-		controller.WithMetrics(met),
+	c := controller.New(client, controller.Options[*corev1.ConfigMap]{
+		Name:    "demo-configmaps",
+		Metrics: met,
 		// The library already logs every error through klog; the demo only counts them.
-		controller.WithErrorHandler(func(context.Context, error) { ctrlErrors.add() }),
-		controller.WithIndex("color", func(cm *corev1.ConfigMap) ([]string, error) {
-			if color, ok := cm.Data["color"]; ok {
-				return []string{color}, nil
-			}
-			return nil, nil
-		}),
-	)
+		OnError: func(context.Context, error) { ctrlErrors.add() },
+		Indexers: eventcache.Indexers[*corev1.ConfigMap]{
+			"color": func(cm *corev1.ConfigMap) ([]string, error) {
+				if color, ok := cm.Data["color"]; ok {
+					return []string{color}, nil
+				}
+				return nil, nil
+			},
+		},
+	})
 	reg, err := c.AddHandler("printer", controller.HandlerFunc[*corev1.ConfigMap](
 		func(_ context.Context, e event.Event[*corev1.ConfigMap]) { rec.handle(e) }))
 	if err != nil {

@@ -19,8 +19,8 @@ import (
 
 // Mirror runs the controller in namespace ns until ctx ends.
 func Mirror(ctx context.Context, cs kubernetes.Interface, ns string) error {
-	configMaps := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cs.CoreV1().ConfigMaps(ns),
-		typed.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil))
+	configMaps := controller.New(cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{
+		ListOptions: typed.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)})
 	secrets := controller.New[*corev1.Secret, *corev1.SecretList](cs.CoreV1().Secrets(ns))
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {

@@ -31,8 +31,8 @@ func Example() {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "one"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "two"}},
 	)
-	configMaps := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](source,
-		controller.WithName("configmaps"), controller.WithMetrics(metrics.Controller("configmaps")))
+	configMaps := controller.New(source, controller.Options[*corev1.ConfigMap]{
+		Name: "configmaps", Metrics: metrics.Controller("configmaps")})
 	var mu sync.Mutex
 	reconciled := 0
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](

@@ -6,8 +6,8 @@
 //
 //	m := prometheus.New(prometheus.Options{})
 //	registry.MustRegister(m)
-//	pods := controller.New[*corev1.Pod, *corev1.PodList](cs.CoreV1().Pods(ns),
-//		controller.WithName("pods"), controller.WithMetrics(m.Controller("pods")))
+//	pods := controller.New(cs.CoreV1().Pods(ns), controller.Options[*corev1.Pod]{
+//		Name: "pods", Metrics: m.Controller("pods")})
 //	loop := typed.NewLoop(pods, reconciler, typed.Options{Name: "pods", Metrics: m})
 //
 // Metrics is a prometheus.Collector holding every metric vector; Controller returns the
@@ -158,8 +158,8 @@ func (m *Metrics) ReconcileError(loop string, terminal bool) {
 	m.reconcileErrors.WithLabelValues(loop, strconv.FormatBool(terminal)).Inc()
 }
 
-// ControllerMetrics is the controller.Metrics of one controller: pass it to
-// controller.WithMetrics. Create it with Metrics.Controller.
+// ControllerMetrics is the controller.Metrics of one controller: set it as
+// controller.Options.Metrics. Create it with Metrics.Controller.
 type ControllerMetrics struct {
 	lists           prom.Counter
 	listItems       prom.Gauge

@@ -120,11 +120,12 @@ func TestMetricsOfAControllerAndALoop(t *testing.T) {
 
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](configMap("ok"), configMap("flaky"), configMap("invalid"))
 	src.FailList(1, errors.New("the server is sleeping"))
-	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src,
-		controller.WithName("configmaps"),
-		controller.WithMetrics(m.Controller("configmaps")),
-		controller.WithBackoff(wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30}),
-		controller.WithErrorHandler(func(context.Context, error) {}))
+	c := controller.New(src, controller.Options[*corev1.ConfigMap]{
+		Name:    "configmaps",
+		Metrics: m.Controller("configmaps"),
+		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30},
+		OnError: func(context.Context, error) {},
+	})
 	if _, err := c.AddHandler("panicky", controller.HandlerFunc[*corev1.ConfigMap](func(_ context.Context, e event.Event[*corev1.ConfigMap]) {
 		if e.Object.Name == "invalid" && e.Type == event.Added {
 			panic("cannot handle this one")

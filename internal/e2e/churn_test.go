@@ -367,10 +367,10 @@ func (k *keyModel) incarnations() iter.Seq[[]change] {
 func TestChurnDeliversEveryChange(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		opts []controller.Option
+		opts controller.Options[cm]
 	}{
-		{name: "paged list", opts: []controller.Option{controller.WithPageSize(25)}},
-		{name: "watch-list", opts: []controller.Option{controller.WithWatchList(true)}},
+		{name: "paged list", opts: controller.Options[cm]{PageSize: 25}},
+		{name: "watch-list", opts: controller.Options[cm]{WatchList: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			checkLeaksAtEnd(t)
@@ -383,10 +383,10 @@ func TestChurnDeliversEveryChange(t *testing.T) {
 			}
 
 			errs, m, fullM := &errorLog{}, &counters{}, &counters{}
-			c := controller.New[cm, cmList](newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
-				append([]controller.Option{controller.WithErrorHandler(errs.handle), controller.WithMetrics(m)}, tt.opts...)...)
-			full := controller.New[cm, cmList](newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
-				append([]controller.Option{controller.WithFullHistory(), controller.WithErrorHandler(errs.handle), controller.WithMetrics(fullM)}, tt.opts...)...)
+			c := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
+				controller.Options[cm]{OnError: errs.handle, Metrics: m}, tt.opts)
+			full := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
+				controller.Options[cm]{FullHistory: true, OnError: errs.handle, Metrics: fullM}, tt.opts)
 			early, slow, late := eventcheck.New[cm]("early"), eventcheck.New[cm]("slow"), eventcheck.New[cm]("late")
 			every := eventcheck.New[cm]("full-history")
 			earlyReg := registered(t)(c.AddHandler("early", early))

@@ -143,8 +143,8 @@ func TestCustomResourcesThroughDynamicClient(t *testing.T) {
 	}
 
 	errs := &errorLog{}
-	c := controller.New[u, uList](newClients(t, cp.AdminConfig()).dyn.Resource(widgetGVR).Namespace(""),
-		controller.WithErrorHandler(errs.handle))
+	c := controller.New(newClients(t, cp.AdminConfig()).dyn.Resource(widgetGVR).Namespace(""),
+		controller.Options[u]{OnError: errs.handle})
 	h := eventcheck.New[u]("checker")
 	reg := registered(t)(c.AddHandler("checker", h))
 	stop := start(t, c)

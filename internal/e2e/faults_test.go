@@ -43,8 +43,8 @@ func TestNothingLostWhenProcessesRestartDuringChurn(t *testing.T) {
 			createNamespaces(t, admin.kube, namespaces...)
 
 			errs, m := &errorLog{}, &counters{}
-			c := controller.New[cm, cmList](newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
-				controller.WithBackoff(faultBackoff), controller.WithErrorHandler(errs.handle), controller.WithMetrics(m))
+			c := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
+				controller.Options[cm]{Backoff: faultBackoff, OnError: errs.handle, Metrics: m})
 			h := eventcheck.New[cm]("checker")
 			reg := registered(t)(c.AddHandler("checker", h))
 			stop := start(t, c)
@@ -100,14 +100,14 @@ func TestNothingLostWhenProcessesRestartDuringChurn(t *testing.T) {
 func TestDeletedAndRecreatedWhileCutOffGetTombstoneAndAddition(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		opts []controller.Option
+		opts controller.Options[cm]
 	}{
-		{name: "list", opts: nil},
-		{name: "watch-list", opts: []controller.Option{controller.WithWatchList(true)}},
+		{name: "list"},
+		{name: "watch-list", opts: controller.Options[cm]{WatchList: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			checkLeaksAtEnd(t)
-			r := runCutOff(t, deleteAndRecreate(t), tt.opts...)
+			r := runCutOff(t, deleteAndRecreate(t), tt.opts)
 			assertTombstonesAndAdditions(t, r)
 			assertRelistedOnce(t, r)
 		})

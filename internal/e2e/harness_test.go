@@ -260,7 +260,7 @@ func poll(cond func() bool) bool {
 // ---------------------------------------------------------------------------------------
 // Observing controllers: errors, metrics, fake clocks
 
-// errorLog records what a controller reports through WithErrorHandler.
+// errorLog records what a controller reports through Options.OnError.
 type errorLog struct {
 	mu   sync.Mutex
 	errs []error

@@ -65,7 +65,7 @@ func TestRBAC(t *testing.T) {
 
 	t.Run("namespace-scoped controller works", func(t *testing.T) {
 		errs := &errorLog{}
-		c := controller.New[cm, cmList](alice.kube.CoreV1().ConfigMaps(ns), controller.WithErrorHandler(errs.handle))
+		c := controller.New(alice.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{OnError: errs.handle})
 		h := eventcheck.New[cm]("checker")
 		reg := registered(t)(c.AddHandler("checker", h))
 		stop := start(t, c)
@@ -108,8 +108,8 @@ func TestRBAC(t *testing.T) {
 	t.Run("cluster-wide controller is forbidden and backs off on a fake clock", func(t *testing.T) {
 		clk := testingclock.NewFakeClock(time.Now())
 		errs := &errorLog{}
-		c := controller.New[cm, cmList](alice.kube.CoreV1().ConfigMaps(""),
-			controller.WithErrorHandler(errs.handle), controller.WithBackoff(forbiddenBackoff), controller.WithClock(clk))
+		c := controller.New(alice.kube.CoreV1().ConfigMaps(""),
+			controller.Options[cm]{OnError: errs.handle, Backoff: forbiddenBackoff, Clock: clk})
 		h := eventcheck.New[cm]("checker")
 		reg := registered(t)(c.AddHandler("checker", h))
 		stop := start(t, c)
@@ -145,8 +145,8 @@ func TestRBAC(t *testing.T) {
 
 	t.Run("cluster-wide controller is forbidden and backs off on the real clock", func(t *testing.T) {
 		errs := &errorLog{}
-		c := controller.New[cm, cmList](alice.kube.CoreV1().ConfigMaps(""),
-			controller.WithErrorHandler(errs.handle), controller.WithBackoff(forbiddenBackoff))
+		c := controller.New(alice.kube.CoreV1().ConfigMaps(""),
+			controller.Options[cm]{OnError: errs.handle, Backoff: forbiddenBackoff})
 		started := time.Now()
 		stop := start(t, c)
 		// Count attempts over a time window. A spinning controller would make

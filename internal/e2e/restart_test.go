@@ -92,7 +92,7 @@ const offlineNS = "offline"
 // from a resource version out of that cache, which answers an older version with 410
 // Gone. Without it, whether the controller could re-watch would depend on whether the
 // apiserver's own shutdown and start-up writes happened to move etcd's revision.
-func runCutOff(t *testing.T, change func(cp *controlplane.ControlPlane, kube kubernetes.Interface) offlineChanges, opts ...controller.Option) cutOff {
+func runCutOff(t *testing.T, change func(cp *controlplane.ControlPlane, kube kubernetes.Interface) offlineChanges, opts ...controller.Options[cm]) cutOff {
 	cp := startControlPlane(t)
 	admin := newClients(t, cp.AdminConfig())
 	createNamespaces(t, admin.kube, offlineNS)
@@ -103,10 +103,9 @@ func runCutOff(t *testing.T, change func(cp *controlplane.ControlPlane, kube kub
 	clk := testingclock.NewFakeClock(time.Now())
 	r := cutOff{errs: &errorLog{}, m: &counters{}, h: eventcheck.New[cm]("checker")}
 	r.reqs = &requests[cm, cmList]{lw: newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps("")}
-	r.c = controller.New[cm, cmList](r.reqs, append([]controller.Option{
-		controller.WithClock(clk), controller.WithBackoff(cutOffBackoff),
-		controller.WithErrorHandler(r.errs.handle), controller.WithMetrics(r.m),
-	}, opts...)...)
+	// New merges the caller's options into the harness's.
+	harness := controller.Options[cm]{Clock: clk, Backoff: cutOffBackoff, OnError: r.errs.handle, Metrics: r.m}
+	r.c = controller.New(r.reqs, append([]controller.Options[cm]{harness}, opts...)...)
 	reg := registered(t)(r.c.AddHandler("checker", r.h))
 	stop := start(t, r.c)
 	waitSynced(t, "the handler", reg.Synced())
@@ -238,12 +237,12 @@ func TestChangesWhileAPIServerIsDownAreDelivered(t *testing.T) {
 func TestRelistAfterCompactionLosesNothing(t *testing.T) {
 	tests := []struct {
 		name string
-		opts []controller.Option
+		opts controller.Options[cm]
 		// check looks at the list and watch-list requests made after the cut-off.
 		check func(t *testing.T, lists, watchLists []metav1.ListOptions)
 	}{{
 		name: "paged list",
-		opts: []controller.Option{controller.WithPageSize(7)},
+		opts: controller.Options[cm]{PageSize: 7},
 		check: func(t *testing.T, lists, _ []metav1.ListOptions) {
 			// 40 - 10 + 10 ConfigMaps plus a few of kube-system: at least 6 pages.
 			if len(lists) < 6 {
@@ -260,7 +259,7 @@ func TestRelistAfterCompactionLosesNothing(t *testing.T) {
 		},
 	}, {
 		name: "watch-list",
-		opts: []controller.Option{controller.WithWatchList(true)},
+		opts: controller.Options[cm]{WatchList: true},
 		check: func(t *testing.T, lists, watchLists []metav1.ListOptions) {
 			if len(lists) != 0 {
 				t.Errorf("the controller made list requests (%+v) although the server offers watch-list", lists)
@@ -281,7 +280,7 @@ func TestRelistAfterCompactionLosesNothing(t *testing.T) {
 				}
 				t.Logf("compacted etcd to revision %d", compactedTo)
 				return ch
-			}, tt.opts...)
+			}, tt.opts)
 			assertOfflineChangesDelivered(t, r.c, r.h, r.holdSeq, r.changes)
 			assertRelistedOnce(t, r)
 			lists, _, watchLists := r.reqs.snapshot()

@@ -23,7 +23,7 @@ func TestWatchListSyncsWithoutAListAndFollowsChanges(t *testing.T) {
 
 	reqs := &requests[cm, cmList]{lw: newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(ns)}
 	errs := &errorLog{}
-	c := controller.New[cm, cmList](reqs, controller.WithWatchList(true), controller.WithErrorHandler(errs.handle))
+	c := controller.New(reqs, controller.Options[cm]{WatchList: true, OnError: errs.handle})
 	h := eventcheck.New[cm]("checker")
 	reg := registered(t)(c.AddHandler("checker", h))
 	stop := start(t, c)
