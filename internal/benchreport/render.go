@@ -96,7 +96,7 @@ var scenarios = []scenario{
 		notes: "*handler calls/event* below 1 means that typedinformer merged consecutive modifications " +
 			"of a key that was still pending (its per-key compression: the handler gets the newest state); " +
 			"client-go calls the handler once per event. All runs end in the same state. The lines *beyond the " +
-			"input's* subtract the input's own cost (*watch alone*, below) from each library's: what the " +
+			"input's* subtract the input's own cost (*watch alone*, in the table above) from each library's: what the " +
 			"library itself allocates and spends per event (the targets are judged on the totals). *CPU time/event* " +
 			"is the whole process's user and system time over both cores (library, input and garbage collector) " +
 			"divided by the events: where the input is the bottleneck, as the fresh input tends to be on two cores, " +
