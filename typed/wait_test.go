@@ -1,9 +1,12 @@
 package typed_test
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/typedinformer/typedinformer/internal/testwait"
 )
 
 // testTimeout bounds every wait in this package's tests. A test that waits longer has
@@ -16,13 +19,13 @@ const testTimeout = 60 * time.Second
 // with what and the goroutines' stacks if none comes within testTimeout.
 func receive[V any](t *testing.T, ch <-chan V, what string) V {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(testTimeout):
-		t.Fatalf("%s: not within %v; goroutines of the module:\n\n%s", what, testTimeout,
-			strings.Join(e2eGoroutines([]string{"github.com/typedinformer/typedinformer/"}), "\n\n"))
-	}
-	var zero V
-	return zero
+	return testwait.Receive(t, ch, what, testTimeout)
+}
+
+// verifyNoLeaks fails t if any goroutine but the test's own is still running. The
+// package's tests start no control plane (its end-to-end tests are in internal/e2e), so
+// nothing is ignored.
+func verifyNoLeaks(t *testing.T) {
+	t.Helper()
+	goleak.VerifyNone(t)
 }

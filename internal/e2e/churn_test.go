@@ -373,11 +373,8 @@ func TestChurnDeliversEveryChange(t *testing.T) {
 		{name: "watch-list", opts: controller.Options[cm]{WatchList: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			checkLeaksAtEnd(t)
-			cp := startControlPlane(t)
-			admin := newClients(t, cp.AdminConfig())
 			namespaces := []string{"churn-a", "churn-b"}
-			createNamespaces(t, admin.kube, append(namespaces, "seed")...)
+			cp, admin := setUp(t, append(namespaces, "seed")...)
 			for i := range 120 {
 				createConfigMap(t, admin.kube, "seed", fmt.Sprintf("seed-%03d", i), map[string]string{"v": "0"})
 			}

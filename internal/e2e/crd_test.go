@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
@@ -21,14 +22,34 @@ type (
 	uList = *unstructured.UnstructuredList
 )
 
+// Widget is the Go type, written by hand, of the custom resource the tests install
+// (installWidgetCRD): they watch it either as unstructured objects or as this struct.
+type Widget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              WidgetSpec `json:"spec"`
+}
+
+type WidgetSpec struct {
+	Size  int    `json:"size"`
+	Color string `json:"color,omitempty"`
+	Owner string `json:"owner,omitempty"`
+}
+
+func (w *Widget) DeepCopyObject() runtime.Object {
+	out := *w
+	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
 var (
 	crdGVR    = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	widgetGVR = schema.GroupVersionResource{Group: "e2e.typedinformer.io", Version: "v1", Resource: "widgets"}
 )
 
-// installWidgetCRD creates a namespaced CRD for widgets.e2e.typedinformer.io, through the
-// dynamic client so that no apiextensions client module is needed, and waits until it is
-// established and its resources can be listed.
+// installWidgetCRD creates a namespaced CRD for widgets.e2e.typedinformer.io (the Widget
+// type), through the dynamic client so that no apiextensions client module is needed, and
+// waits until it is established and its resources can be listed.
 func installWidgetCRD(t *testing.T, dyn dynamic.Interface) {
 	t.Helper()
 	crd := &unstructured.Unstructured{Object: map[string]any{
@@ -43,9 +64,14 @@ func installWidgetCRD(t *testing.T, dyn dynamic.Interface) {
 				"name": widgetGVR.Version, "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{
 					"type": "object",
-					"properties": map[string]any{
-						"spec": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-					},
+					"properties": map[string]any{"spec": map[string]any{
+						"type": "object",
+						"properties": map[string]any{
+							"size":  map[string]any{"type": "integer"},
+							"color": map[string]any{"type": "string"},
+							"owner": map[string]any{"type": "string"},
+						},
+					}},
 				}},
 			}},
 		},
@@ -89,27 +115,16 @@ func widget(ns, name string, spec map[string]any) u {
 
 func listWidgets(dyn dynamic.Interface) func(context.Context) ([]u, error) {
 	return func(ctx context.Context) ([]u, error) {
-		l, err := dyn.Resource(widgetGVR).Namespace("").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		out := make([]u, len(l.Items))
-		for i := range l.Items {
-			out[i] = &l.Items[i]
-		}
-		return out, nil
+		return listed[u](dyn.Resource(widgetGVR).Namespace("").List(ctx, metav1.ListOptions{}))
 	}
 }
 
 // TestCustomResourcesThroughDynamicClient watches custom resources as
 // *unstructured.Unstructured through the dynamic client, with no code generation.
 func TestCustomResourcesThroughDynamicClient(t *testing.T) {
-	checkLeaksAtEnd(t)
-	cp := startControlPlane(t)
-	admin := newClients(t, cp.AdminConfig())
-	installWidgetCRD(t, admin.dyn)
 	namespaces := []string{"crd-a", "crd-b"}
-	createNamespaces(t, admin.kube, namespaces...)
+	cp, admin := setUp(t, namespaces...)
+	installWidgetCRD(t, admin.dyn)
 
 	// Some widgets exist before the controller starts, the rest are created while it runs.
 	widgets := func(ns string) dynamic.ResourceInterface { return admin.dyn.Resource(widgetGVR).Namespace(ns) }

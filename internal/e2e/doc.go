@@ -7,5 +7,13 @@
 // every handler saw a consistent sequence of events that adds up to the server's state,
 // and no goroutine outlives the controller.
 //
+// Package typed's parts are tested here too: sources narrowed by selectors (typed clients,
+// the metadata client, a CRD as a hand-written Go struct), Loop, Related, the
+// managedFields transform and LeaderElection with two replicas. Three of those tests guard
+// against bugs they found: the Lease released while lead still ran
+// (TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns), queued keys reconciled after
+// the loop's context ended (TestLoopStartsNoReconcileAfterItsContextEnds) and a goroutine
+// left by a stopped dynamic watch (TestDynamicWatchStopEndsItsGoroutine).
+//
 // The tests need the etcd and kube-apiserver binaries in .cache/bin (`make controlplane`).
 package e2e

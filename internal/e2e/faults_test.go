@@ -36,11 +36,8 @@ func TestNothingLostWhenProcessesRestartDuringChurn(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkLeaksAtEnd(t)
-			cp := startControlPlane(t)
-			admin := newClients(t, cp.AdminConfig())
 			namespaces := []string{"fault-a", "fault-b"}
-			createNamespaces(t, admin.kube, namespaces...)
+			cp, admin := setUp(t, namespaces...)
 
 			errs, m := &errorLog{}, &counters{}
 			c := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),

@@ -15,10 +15,13 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
@@ -30,7 +33,9 @@ import (
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/controlplane"
 	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testwait"
 	"github.com/typedinformer/typedinformer/reflect"
+	"github.com/typedinformer/typedinformer/typed"
 )
 
 // waitTimeout bounds every wait for a condition. It is generous on purpose: the tests
@@ -54,10 +59,12 @@ func startControlPlane(t *testing.T) *controlplane.ControlPlane {
 	return cp
 }
 
-// clients are a typed and a dynamic client that share connections of their own.
+// clients are a typed, a dynamic and a metadata client that share connections of their
+// own.
 type clients struct {
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
+	meta metadata.Interface
 }
 
 // newClients returns clients for cfg over connections that are closed when the test ends.
@@ -78,7 +85,22 @@ func newClients(t *testing.T, cfg *rest.Config) clients {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return clients{kube: kube, dyn: dyn}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clients{kube: kube, dyn: dyn, meta: meta}
+}
+
+// setUp is how a test begins: the final leak check, a control plane of its own, and an
+// admin's clients, with namespaces created.
+func setUp(t *testing.T, namespaces ...string) (*controlplane.ControlPlane, clients) {
+	t.Helper()
+	checkLeaksAtEnd(t)
+	cp := startControlPlane(t)
+	admin := newClients(t, cp.AdminConfig())
+	createNamespaces(t, admin.kube, namespaces...)
+	return cp, admin
 }
 
 func createNamespaces(t *testing.T, kube kubernetes.Interface, names ...string) {
@@ -110,16 +132,29 @@ func try(t *testing.T, f func(context.Context) error) bool {
 // with a consistent read.
 func listConfigMaps(kube kubernetes.Interface, namespace string) func(context.Context) ([]cm, error) {
 	return func(ctx context.Context) ([]cm, error) {
-		l, err := kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		out := make([]cm, len(l.Items))
-		for i := range l.Items {
-			out[i] = &l.Items[i]
-		}
-		return out, nil
+		return listed[cm](kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{}))
 	}
+}
+
+// listed returns the items of a list that List returned, as pointers:
+// listed[*corev1.Pod](pods.List(ctx, opts)).
+func listed[T runtime.Object](l runtime.Object, err error) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	objs, err := meta.ExtractList(l)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(objs))
+	for i, o := range objs {
+		obj, ok := o.(T)
+		if !ok {
+			return nil, fmt.Errorf("the list holds a %T, want a %T", o, obj)
+		}
+		out[i] = obj
+	}
+	return out, nil
 }
 
 // ---------------------------------------------------------------------------------------
@@ -147,11 +182,12 @@ var spawner = goleak.IgnoreAnyFunction(controlplane.SpawnerFunction)
 
 // checkLeaksAtEnd makes the test fail if any goroutine started after this call is still
 // running once every cleanup registered later (control plane, connections, controllers)
-// has run. Call it first.
-func checkLeaksAtEnd(t *testing.T) {
+// has run. Call it first. A subtest that shares its parent's control plane and clients
+// passes clientGoroutines, since those outlive it.
+func checkLeaksAtEnd(t *testing.T, ignore ...goleak.Option) {
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() {
-		if err := findLeaks(t, 30*time.Second, before, spawner); err != nil {
+		if err := findLeaks(t, 30*time.Second, append([]goleak.Option{before, spawner}, ignore...)...); err != nil {
 			t.Errorf("goroutines left after the test: %v", err)
 		}
 	})
@@ -218,6 +254,12 @@ func start(t *testing.T, cs ...runnable) (stop func()) {
 	return stop
 }
 
+// runAll runs functions together through typed.RunAll, as a program runs its controllers
+// and loops: start(t, runAll{c.Run, loop.Run}).
+type runAll []func(context.Context) error
+
+func (fns runAll) Run(ctx context.Context) error { return typed.RunAll(ctx, fns...) }
+
 // registered fails the test if AddHandler failed: registered(t)(c.AddHandler(name, h)).
 func registered(t *testing.T) func(*controller.Registration, error) *controller.Registration {
 	return func(reg *controller.Registration, err error) *controller.Registration {
@@ -244,6 +286,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	if !poll(cond) {
 		t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
 	}
+}
+
+// waitUntil is waitFor with a cond that also says why it does not hold yet: the last
+// reason is in the failure.
+func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	if !poll(func() (ok bool) { ok, last = cond(); return ok }) {
+		t.Fatalf("timed out after %v waiting for %s: %s", waitTimeout, what, last)
+	}
+}
+
+// receive returns the next value from ch (the zero value once ch is closed), failing the
+// test with what and the module's goroutines if none comes within waitTimeout.
+func receive[V any](t *testing.T, ch <-chan V, what string) V {
+	t.Helper()
+	return testwait.Receive(t, ch, what, waitTimeout)
 }
 
 func poll(cond func() bool) bool {
@@ -405,17 +464,24 @@ func (s delayed[T]) Handle(ctx context.Context, e event.Event[T]) {
 // ---------------------------------------------------------------------------------------
 // Convergence
 
-// view is one side's idea of the objects: key -> resource version.
+// view is one side's idea of the objects: key -> resource version, or a description
+// that includes it (see describedStoreView).
 type view struct {
 	name string
 	rvs  func() map[string]string
 }
 
 func storeView[T event.Object](s *eventcache.Store[T]) view {
-	return view{name: "controller.Store()", rvs: func() map[string]string {
+	return describedStoreView(s, "controller.Store()", resourceVersion[T])
+}
+
+// describedStoreView is a store's view with describe(obj) for each object instead of its
+// resource version alone, to be compared with convergeDescribed.
+func describedStoreView[T event.Object](s *eventcache.Store[T], name string, describe func(T) string) view {
+	return view{name: name, rvs: func() map[string]string {
 		out := map[string]string{}
 		s.Range(func(key string, obj T) bool {
-			out[key] = obj.GetResourceVersion()
+			out[key] = describe(obj)
 			return true
 		})
 		return out
@@ -426,14 +492,16 @@ func handlerView[T event.Object](c *eventcheck.Checker[T]) view {
 	return view{name: "handler " + c.Name(), rvs: c.Versions}
 }
 
-func serverRVs[T event.Object](objs []T) (map[string]string, error) {
+func resourceVersion[T event.Object](o T) string { return o.GetResourceVersion() }
+
+func serverRVs[T event.Object](objs []T, describe func(T) string) (map[string]string, error) {
 	out := make(map[string]string, len(objs))
 	for _, o := range objs {
 		key, err := event.ObjectKey(o)
 		if err != nil {
 			return nil, err
 		}
-		out[key] = o.GetResourceVersion()
+		out[key] = describe(o)
 	}
 	return out, nil
 }
@@ -441,6 +509,13 @@ func serverRVs[T event.Object](objs []T) (map[string]string, error) {
 // converge waits until every view equals a fresh list from the server, listed again on
 // every try, and fails the test with the differences after waitTimeout.
 func converge[T event.Object](t *testing.T, list func(context.Context) ([]T, error), views ...view) {
+	t.Helper()
+	convergeDescribed(t, list, resourceVersion[T], views...)
+}
+
+// convergeDescribed is converge with the server's objects described by describe, which
+// should include the resource version, so that equal descriptions mean equal states.
+func convergeDescribed[T event.Object](t *testing.T, list func(context.Context) ([]T, error), describe func(T) string, views ...view) {
 	t.Helper()
 	var server map[string]string
 	var listErr error
@@ -452,7 +527,7 @@ func converge[T event.Object](t *testing.T, list func(context.Context) ([]T, err
 		}) {
 			return false
 		}
-		if server, listErr = serverRVs(objs); listErr != nil {
+		if server, listErr = serverRVs(objs, describe); listErr != nil {
 			return false
 		}
 		for _, v := range views {
@@ -484,7 +559,7 @@ func assertMatchesServer[T event.Object](t *testing.T, list func(context.Context
 	if err != nil {
 		t.Fatalf("listing from the server: %v", err)
 	}
-	server, err := serverRVs(objs)
+	server, err := serverRVs(objs, resourceVersion[T])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,11 +51,8 @@ func grantConfigMapReader(t *testing.T, admin, user kubernetes.Interface, namesp
 
 // TestRBAC runs controllers as a user who may read the ConfigMaps of one namespace only.
 func TestRBAC(t *testing.T) {
-	checkLeaksAtEnd(t)
-	cp := startControlPlane(t)
-	admin := newClients(t, cp.AdminConfig())
 	const ns = "team-a"
-	createNamespaces(t, admin.kube, ns, "team-b")
+	cp, admin := setUp(t, ns, "team-b")
 	alice := newClients(t, cp.UserConfig("alice"))
 	grantConfigMapReader(t, admin.kube, alice.kube, ns, "alice")
 	for i := range 5 {

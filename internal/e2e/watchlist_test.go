@@ -12,11 +12,8 @@ import (
 // gets the initial state of 50 ConfigMaps from one streaming watch, makes no List call
 // at all, and then follows a change made after it synced.
 func TestWatchListSyncsWithoutAListAndFollowsChanges(t *testing.T) {
-	checkLeaksAtEnd(t)
-	cp := startControlPlane(t)
-	admin := newClients(t, cp.AdminConfig())
 	const ns = "watch-list"
-	createNamespaces(t, admin.kube, ns)
+	cp, admin := setUp(t, ns)
 	for i := range 50 {
 		createConfigMap(t, admin.kube, ns, fmt.Sprintf("cm-%02d", i), nil)
 	}
