@@ -29,23 +29,11 @@ import (
 	"github.com/typedinformer/typedinformer/typed"
 )
 
-// runUntilCleanup runs c and l until the test ends, with ctx as the loop's context, waits
+// runUntilCleanup runs c and l until the test ends, with ctx as their context, waits
 // until c has synced and src has a watcher, and checks that nothing is left running.
 func runUntilCleanup(ctx context.Context, t *testing.T, src *fake.ListerWatcher[obj, list], c *controller.Controller[obj, list], l *typed.Loop[obj, list]) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = c.Run(ctx) })
-	wg.Go(func() {
-		if err := l.Run(ctx); err != nil {
-			t.Errorf("Loop.Run: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		verifyNoLeaks(t)
-	})
+	ctx = runUntilEnd(ctx, t, c.Run, l.Run)
 	_ = c.WaitForSync(ctx)
 	_ = src.WaitForWatchers(ctx, 1)
 }
@@ -223,14 +211,7 @@ func TestASecondRunWhileRunningIsAnErrorAndRunAfterReturnWorks(t *testing.T) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{Workers: 2})
-	cctx, ccancel := context.WithCancel(context.Background())
-	cdone := make(chan struct{})
-	go func() { defer close(cdone); _ = c.Run(cctx) }()
-	defer func() {
-		ccancel()
-		receive(t, cdone, "the controller returns")
-		verifyNoLeaks(t)
-	}()
+	runUntilEnd(context.Background(), t, c.Run)
 
 	for round := 1; round <= 3; round++ {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -478,18 +459,7 @@ func TestRelatedCalledWhileTheLoopRunsTakesEffect(t *testing.T) {
 		got.add(req.Key)
 		return typed.Result{}, nil
 	}), typed.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 3)
-	for _, run := range []func(context.Context) error{pc.Run, sc.Run, l.Run} {
-		go func() { _ = run(ctx); done <- struct{}{} }()
-	}
-	defer func() {
-		cancel()
-		for range 3 {
-			receive(t, done, "the controllers and the loop return once cancelled")
-		}
-		verifyNoLeaks(t)
-	}()
+	ctx := runUntilEnd(context.Background(), t, pc.Run, sc.Run, l.Run)
 	got.wait(t, 1)
 	typed.Related(l, sc, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}, meta.RESTScopeNamespace))
 	_ = secondaries.WaitForWatchers(ctx, 1)
@@ -658,18 +628,7 @@ func TestRelatedMappingToAKeyThatNamesNothingIsReportedNotReconciled(t *testing.
 		}
 		return []string{"", "ns/", "ns/a"}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 3)
-	for _, run := range []func(context.Context) error{pc.Run, sc.Run, l.Run} {
-		go func() { _ = run(ctx); done <- struct{}{} }()
-	}
-	defer func() {
-		cancel()
-		for range 3 {
-			receive(t, done, "the controllers and the loop return once cancelled")
-		}
-		verifyNoLeaks(t)
-	}()
+	ctx := runUntilEnd(context.Background(), t, pc.Run, sc.Run, l.Run)
 	got.wait(t, 1)
 	_ = secondaries.WaitForWatchers(ctx, 1)
 	for _, name := range []string{"panics", "s"} {
@@ -703,14 +662,7 @@ func TestRunsEndForgetsTheFailuresItCountedInAGivenRateLimiter(t *testing.T) {
 		defer func() { failed <- struct{}{} }()
 		return typed.Result{}, errors.New("boom")
 	}), typed.Options{RateLimiter: limiter, OnError: func(context.Context, string, error) {}})
-	cctx, ccancel := context.WithCancel(context.Background())
-	cdone := make(chan struct{})
-	go func() { defer close(cdone); _ = c.Run(cctx) }()
-	defer func() {
-		ccancel()
-		receive(t, cdone, "the controller returns")
-		verifyNoLeaks(t)
-	}()
+	runUntilEnd(context.Background(), t, c.Run)
 	for term := 1; term <= 3; term++ {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

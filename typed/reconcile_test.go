@@ -34,22 +34,30 @@ func harness(t *testing.T, src *fake.ListerWatcher[obj, list], r typed.Reconcile
 	t.Helper()
 	c := controller.New[obj, list](src)
 	l := typed.NewLoop(c, r, opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = c.Run(ctx) })
-	wg.Go(func() {
-		if err := l.Run(ctx); err != nil {
-			t.Errorf("Loop.Run: %v", err)
-		}
-	})
+	runUntilCleanup(context.Background(), t, src, c, l)
+	return l
+}
+
+// runUntilEnd runs each function on its own goroutine until the test ends, then cancels
+// them, waits for each to return (failing t on an error) and checks that no goroutine is
+// left. It returns the functions' context.
+func runUntilEnd(ctx context.Context, t *testing.T, fns ...func(context.Context) error) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, len(fns))
+	for _, fn := range fns {
+		go func() { done <- fn(ctx) }()
+	}
 	t.Cleanup(func() {
 		cancel()
-		wg.Wait()
+		for range fns {
+			if err := receive(t, done, "the controllers and loops return once cancelled"); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
 		verifyNoLeaks(t)
 	})
-	_ = c.WaitForSync(ctx)
-	_ = src.WaitForWatchers(ctx, 1)
-	return l
+	return ctx
 }
 
 // calls records reconcile requests, reduced to what the tests compare.

@@ -46,17 +46,7 @@ func TestRelatedEventsReconcileTheirOwners(t *testing.T) {
 	}), typed.Options{})
 	typed.Related(l, sc, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}, meta.RESTScopeNamespace))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 3)
-	for _, run := range []func(context.Context) error{pc.Run, sc.Run, l.Run} {
-		go func() { _ = run(ctx); done <- struct{}{} }()
-	}
-	defer func() {
-		cancel()
-		for range 3 {
-			receive(t, done, "the controllers and the loop return once cancelled")
-		}
-	}()
+	ctx := runUntilEnd(context.Background(), t, pc.Run, sc.Run, l.Run)
 	if first := got.wait(t, 1); first[0] != "ns/a copy=true" {
 		t.Fatalf("initial reconcile = %q, want ns/a with its copy", first[0])
 	}
