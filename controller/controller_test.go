@@ -125,9 +125,15 @@ func TestHandlersSeeInitialStateThenChangesInOrder(t *testing.T) {
 	c := controller.New[obj, list](src)
 	h1, h2 := newRecorder(), newRecorder()
 	reg1 := mustAdd(t, c, "one", h1)
-	mustAdd(t, c, "two", h2)
+	reg2 := mustAdd(t, c, "two", h2)
 	run(t, c)
-	<-reg1.Synced()
+	// Until a handler has handled its initial state, a change merges into the pending
+	// addition (and a deletion cancels it): wait for both, or a slow one sees less.
+	for _, reg := range []*controller.Registration{reg1, reg2} {
+		if err := reg.WaitForSync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	_ = src.WaitForWatchers(context.Background(), 1)
 	a, _ := src.Get("ns", "a")
 	a.Data = map[string]string{"k": "v"}

@@ -20,9 +20,15 @@ func TestHandlersReceiveTheKeyTheControllerComputed(t *testing.T) {
 	custom := func(o obj) (string, error) { return "custom:" + o.Name, nil }
 	c := controller.New(src, controller.Options[obj]{KeyFunc: custom})
 	early, late := newKeyRecorder(), newKeyRecorder()
-	mustAdd(t, c, "early", early)
+	earlyReg := mustAdd(t, c, "early", early)
 	run(t, c)
-	mustAdd(t, c, "late", late) // gets the current state through the hand-over path
+	lateReg := mustAdd(t, c, "late", late) // gets the current state through the hand-over path
+	// Changes made before a handler has handled its initial state would merge into it.
+	for _, reg := range []*controller.Registration{earlyReg, lateReg} {
+		if err := reg.WaitForSync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	_ = src.WaitForWatchers(context.Background(), 1)
 	if _, err := src.Create(cm("ns", "b", nil)); err != nil {
 		t.Fatal(err)
@@ -83,7 +89,7 @@ func (r *keyRecorder) waitFor(t *testing.T, want string) []string {
 				return got
 			}
 		}
-		receiveWithin(t, r.ch, "event "+want)
+		receiveWithin(t, r.ch, fmt.Sprintf("event %s; got %q", want, got))
 	}
 }
 
