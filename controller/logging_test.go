@@ -78,10 +78,10 @@ func level(m map[string]any) string {
 
 // TestEverythingIsObservableAtTheRightLevel keeps DESIGN 12 without drowning it: with no
 // error handler, routine list/watch protocol events (410 Gone, a too large resource
-// version, a short watch, a server refusing connections, closing them or shedding load
-// while it restarts) are logged at verbosity 2, as client-go's reflector logs them, and
-// real failures (forbidden, a server error, an unexpected object, a handler panic) as
-// errors, a panic with its stack.
+// version, a short watch, a server refusing or closing a watch's connection or shedding
+// load while it restarts) are logged at verbosity 2, as client-go's reflector logs them, and
+// real failures (forbidden, a server error, an unexpected object, a server unreachable
+// for a list, a handler panic) as errors, a panic with its stack.
 func TestEverythingIsObservableAtTheRightLevel(t *testing.T) {
 	refused := &url.Error{Op: "Get", URL: "https://apiserver/api/v1/configmaps", Err: &net.OpError{
 		Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED),
@@ -98,8 +98,10 @@ func TestEverythingIsObservableAtTheRightLevel(t *testing.T) {
 	}{
 		{name: "410 Gone", before: failList(apierrors.NewResourceExpired("too old resource version: 1 (5)")), text: "too old resource version", wantLevel: "info V(2)"},
 		{name: "too large resource version", before: failList(tooLarge), text: "Too large resource version", wantLevel: "info V(2)"},
-		{name: "connection refused", before: failList(refused), text: "connection refused", wantLevel: "info V(2)"},
-		{name: "EOF", before: failList(&url.Error{Op: "Get", URL: "https://apiserver", Err: io.EOF}), text: "EOF", wantLevel: "info V(2)"},
+		{name: "connection refused while watching", before: failWatch(refused), text: "connection refused", wantLevel: "info V(2)"},
+		{name: "EOF while watching", before: failWatch(&url.Error{Op: "Get", URL: "https://apiserver", Err: io.EOF}), text: "EOF", wantLevel: "info V(2)"},
+		// A server unreachable for a list is as often a wrong address as a restart.
+		{name: "connection refused for a list", before: failList(refused), text: "connection refused", wantLevel: "error"},
 		{name: "server shutting down", before: failList(apierrors.NewTooManyRequests("The apiserver is shutting down, please try again later.", 1)), text: "shutting down", wantLevel: "info V(2)"},
 		{
 			name: "short watch", text: "very short watch", wantLevel: "info V(2)",
@@ -152,6 +154,10 @@ func TestEverythingIsObservableAtTheRightLevel(t *testing.T) {
 
 func failList(err error) func(src *fake.ListerWatcher[obj, list]) {
 	return func(src *fake.ListerWatcher[obj, list]) { src.FailList(1, err) }
+}
+
+func failWatch(err error) func(src *fake.ListerWatcher[obj, list]) {
+	return func(src *fake.ListerWatcher[obj, list]) { src.FailWatch(1, err) }
 }
 
 // TestHandlerPanicIsLoggedWithItsStack keeps DESIGN 12 for panics: with no error

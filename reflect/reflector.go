@@ -420,7 +420,7 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan wat
 			return w, events, nil
 		}
 		if !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) && !apierrors.IsMethodNotSupported(err) {
-			return nil, nil, r.classify(err)
+			return nil, nil, r.classify(listError{err})
 		}
 		klog.FromContext(ctx).V(2).Info("server rejected watch-list, falling back to list", "reflector", r.opts.Name, "err", err)
 		r.watchListUnsupported = true
@@ -449,7 +449,7 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan wat
 	p.PageSize = r.opts.PageSize
 	list, _, err := p.List(ctx, r.listOptions(metav1.ListOptions{ResourceVersion: r.listRV(false)}))
 	if err != nil {
-		return nil, nil, r.classify(fmt.Errorf("list: %w", err))
+		return nil, nil, r.classify(listError{fmt.Errorf("list: %w", err)})
 	}
 	acc, err := meta.ListAccessor(list)
 	if err != nil {

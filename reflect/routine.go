@@ -15,6 +15,11 @@ import (
 // or reset, EOF, a lost HTTP/2 connection, 429 Too Many Requests, which is also what a
 // shutting-down kube-apiserver answers). The reflector retries all of them on its own.
 //
+// A connection that fails for a list (or a watch-list) is not routine: a server that
+// cannot be reached for a list is as often a wrong address or a firewall as a restart,
+// and must show at the default log level, as client-go logs failed lists as errors. A
+// watch resumed while the server restarts is.
+//
 // It is the one place that tells routine from real errors: a real failure (forbidden, an
 // unexpected object, a list that fails otherwise) deserves an error log, a routine one
 // only an info log at verbosity 2, as client-go's reflector logs them. The reflector's
@@ -24,10 +29,18 @@ func IsRoutine(err error) bool {
 	if err == nil {
 		return false
 	}
-	return isRVUnavailable(err) ||
-		errors.Is(err, ErrShortWatch) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
-		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
-		apierrors.IsTooManyRequests(err)
+	if isRVUnavailable(err) || errors.Is(err, ErrShortWatch) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	var list listError
+	return !errors.As(err, &list) &&
+		(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+			utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
+			utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err))
 }
+
+// listError marks the failure of a list or watch-list, for IsRoutine.
+type listError struct{ err error }
+
+func (e listError) Error() string { return e.err.Error() }
+func (e listError) Unwrap() error { return e.err }

@@ -10,10 +10,12 @@ import (
 	"syscall"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/reflect"
 )
@@ -62,6 +64,41 @@ func TestIsRoutineTellsProtocolEventsFromFailures(t *testing.T) {
 				if got := reflect.IsRoutine(err); got != tt.want {
 					t.Errorf("IsRoutine(%v) = %v, want %v", err, got, tt.want)
 				}
+			}
+		})
+	}
+}
+
+// TestAServerUnreachableForAListIsAFailure: what IsRoutine calls routine while a watch
+// resumes (connection refused, EOF) is a failure when the reflector's list or watch-list
+// meets it, since a server that cannot be reached for a list is as often a wrong address
+// as a restart. It is checked on the errors the reflector itself reports.
+func TestAServerUnreachableForAListIsAFailure(t *testing.T) {
+	refused := &url.Error{Op: "Get", URL: "https://apiserver", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	failList := func(src *lw, err error) { src.FailList(1, err) }
+	failWatch := func(src *lw, err error) { src.FailWatch(1, err) }
+	tests := []struct {
+		name      string
+		watchList bool
+		fail      func(src *lw, err error)
+		err       error
+		want      bool
+	}{
+		{name: "connection refused for a list", fail: failList, err: refused, want: false},
+		{name: "unexpected EOF for a list", fail: failList, err: io.ErrUnexpectedEOF, want: false},
+		{name: "connection refused for a watch-list", watchList: true, fail: failWatch, err: refused, want: false},
+		{name: "connection refused for a watch", fail: failWatch, err: refused, want: true},
+		{name: "410 Gone for a list", fail: failList, err: apierrors.NewGone("gone"), want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+			tt.fail(src, tt.err)
+			cache := start(t, src, reflect.Options[obj]{WatchList: tt.watchList, Backoff: fastRetries})
+			cache.waitFor(t, "the reported error", func(_ []call, errs []error) bool { return len(errs) > 0 })
+			_, errs := cache.snapshot()
+			if got := reflect.IsRoutine(errs[0]); got != tt.want {
+				t.Errorf("IsRoutine(%v) = %v, want %v", errs[0], got, tt.want)
 			}
 		})
 	}
