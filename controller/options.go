@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"maps"
-	"runtime/debug"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/recovered"
 	"github.com/typedinformer/typedinformer/queue"
 	"github.com/typedinformer/typedinformer/reflect"
 )
@@ -152,10 +151,6 @@ func (c *config) reportError(ctx context.Context, err error) {
 // reflector's, the consumer's and the handlers' goroutines, where a panic would end the
 // process. The panic is logged as an error, with its stack and the error being handled.
 func (c *config) callErrorHandler(ctx context.Context, logger klog.Logger, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			logger.Error(fmt.Errorf("%v", v), "error handler panicked", "controller", c.name, "handling", err.Error(), "stack", string(debug.Stack()))
-		}
-	}()
+	defer recovered.Log(logger, nil, "error handler panicked", "controller", c.name, "handling", err.Error())
 	c.onError(ctx, err)
 }

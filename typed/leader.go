@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/recovered"
 )
 
 // LeaderElection runs work only while this process holds a Lease, through client-go's
@@ -114,12 +114,7 @@ func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)
 		notifyMu.Unlock()
 		defer notifying.Done()
 		// client-go runs this on a goroutine of its own, where a panic would end the process.
-		defer func() {
-			if v := recover(); v != nil {
-				klog.FromContext(ctx).Error(fmt.Errorf("OnNewLeader panicked: %v", v), "leader election callback",
-					"lease", le.Namespace+"/"+le.Name, "stack", string(debug.Stack()))
-			}
-		}()
+		defer recovered.Log(klog.FromContext(ctx), nil, "OnNewLeader panicked", "lease", le.Namespace+"/"+le.Name)
 		le.OnNewLeader(identity)
 	}
 	for ctx.Err() == nil {

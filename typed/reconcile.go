@@ -16,6 +16,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/recovered"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -463,11 +464,7 @@ func (l *Loop[T, L]) report(ctx context.Context, logger klog.Logger, key string,
 		l.opts.Metrics.ReconcileError(l.opts.Name, terminal)
 	}
 	if l.opts.OnError != nil {
-		defer func() {
-			if v := recover(); v != nil {
-				logger.Error(err, "reconcile error, whose OnError panicked", "panic", v, "stack", string(debug.Stack()))
-			}
-		}()
+		defer recovered.Log(logger, err, "reconcile error, whose OnError panicked")
 		l.opts.OnError(ctx, key, err)
 		return
 	}
@@ -484,27 +481,21 @@ func (l *Loop[T, L]) report(ctx context.Context, logger klog.Logger, key string,
 type safeMetrics struct{ m Metrics }
 
 func (s safeMetrics) QueueDepth(loop string, depth int) {
-	defer s.recover("QueueDepth")
+	defer recovered.Log(klog.Background(), nil, "Metrics.QueueDepth panicked", "loop", loop)
 	s.m.QueueDepth(loop, depth)
 }
 
 func (s safeMetrics) Retry(loop string) {
-	defer s.recover("Retry")
+	defer recovered.Log(klog.Background(), nil, "Metrics.Retry panicked", "loop", loop)
 	s.m.Retry(loop)
 }
 
 func (s safeMetrics) ReconcileLatency(loop string, d time.Duration) {
-	defer s.recover("ReconcileLatency")
+	defer recovered.Log(klog.Background(), nil, "Metrics.ReconcileLatency panicked", "loop", loop)
 	s.m.ReconcileLatency(loop, d)
 }
 
 func (s safeMetrics) ReconcileError(loop string, terminal bool) {
-	defer s.recover("ReconcileError")
+	defer recovered.Log(klog.Background(), nil, "Metrics.ReconcileError panicked", "loop", loop)
 	s.m.ReconcileError(loop, terminal)
-}
-
-func (safeMetrics) recover(method string) {
-	if v := recover(); v != nil {
-		klog.Background().Error(fmt.Errorf("Metrics.%s panicked: %v", method, v), "loop metrics", "stack", string(debug.Stack()))
-	}
 }
