@@ -176,31 +176,48 @@ func TestDeletionsLastStatesAreDroppedWhateverTheReconcilesOutcome(t *testing.T)
 	}
 }
 
-func TestDeletionsLastStateIsKeptWhileItsReconcileIsRetried(t *testing.T) {
-	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
-	got := newCalls()
-	var failures atomic.Int32
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
-		got.add(describe(req))
-		if req.Deleted && failures.Add(1) <= 3 {
+// A deletion's last state is kept while its key is still pending, retried after an error
+// or requeued, and dropped once a reconcile of it asks for nothing more.
+func TestDeletionsLastStateIsKeptWhileItsKeyIsPending(t *testing.T) {
+	tests := []struct {
+		name    string
+		pending func() (typed.Result, error) // what each of the first 3 deletion reconciles returns
+	}{
+		{name: "retried after an error", pending: func() (typed.Result, error) {
 			return typed.Result{}, errors.New("webhook unavailable")
-		}
-		return typed.Result{}, nil
-	}), typed.Options{RateLimiter: fastRetries, OnError: func(context.Context, string, error) {}})
-	runUntilCleanup(context.Background(), t, src, c, l)
-	got.wait(t, 1)
-	if _, err := src.Delete("ns", "a"); err != nil {
-		t.Fatal(err)
+		}},
+		{name: "requeued after a while", pending: func() (typed.Result, error) {
+			return typed.Result{RequeueAfter: time.Millisecond}, nil // cleanup still under way
+		}},
 	}
-	want := []string{"ns/a value=1"}
-	for range 4 {
-		want = append(want, "ns/a deleted, last value=1")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := fake.New[obj, list](cm("a", "1"))
+			c := controller.New[obj, list](src)
+			got := newCalls()
+			var deletions atomic.Int32
+			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+				got.add(describe(req))
+				if req.Deleted && deletions.Add(1) <= 3 {
+					return tt.pending()
+				}
+				return typed.Result{}, nil
+			}), typed.Options{RateLimiter: fastRetries, OnError: func(context.Context, string, error) {}})
+			runUntilCleanup(context.Background(), t, src, c, l)
+			got.wait(t, 1)
+			if _, err := src.Delete("ns", "a"); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"ns/a value=1"}
+			for range 4 {
+				want = append(want, "ns/a deleted, last value=1")
+			}
+			if diff := cmp.Diff(want, got.wait(t, 5)); diff != "" {
+				t.Errorf("reconciles (-want +got):\n%s", diff)
+			}
+			eventually(t, "the last state is dropped once the deletion is reconciled", func() bool { return l.Tombstones() == 0 })
+		})
 	}
-	if diff := cmp.Diff(want, got.wait(t, 5)); diff != "" {
-		t.Errorf("reconciles (-want +got):\n%s", diff)
-	}
-	eventually(t, "the last state is dropped once the deletion is reconciled", func() bool { return l.Tombstones() == 0 })
 }
 
 func TestASecondRunWhileRunningIsAnErrorAndRunAfterReturnWorks(t *testing.T) {
@@ -522,30 +539,6 @@ func TestOwnerKeysMapsByTheOwnersScope(t *testing.T) {
 
 // The workqueue's limiter interface is what Options.RateLimiter takes.
 var _ workqueue.TypedRateLimiter[string] = (*fixedDelay)(nil)
-
-func TestDeletionRequeuedAfterKeepsItsLastState(t *testing.T) {
-	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
-	got := newCalls()
-	var deletions atomic.Int32
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
-		got.add(describe(req))
-		if req.Deleted && deletions.Add(1) < 3 {
-			return typed.Result{RequeueAfter: time.Millisecond}, nil // cleanup still under way
-		}
-		return typed.Result{}, nil
-	}), typed.Options{})
-	runUntilCleanup(context.Background(), t, src, c, l)
-	got.wait(t, 1)
-	if _, err := src.Delete("ns", "a"); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"ns/a value=1", "ns/a deleted, last value=1", "ns/a deleted, last value=1", "ns/a deleted, last value=1"}
-	if diff := cmp.Diff(want, got.wait(t, 4)); diff != "" {
-		t.Errorf("reconciles (-want +got):\n%s", diff)
-	}
-	eventually(t, "the last state is dropped once no requeue is asked for", func() bool { return l.Tombstones() == 0 })
-}
 
 // panickyMetrics panics in every method.
 type panickyMetrics struct{}
