@@ -13,6 +13,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testwait"
 )
 
 func TestHandlersReceiveTheKeyTheControllerComputed(t *testing.T) {
@@ -96,26 +97,13 @@ func (r *keyRecorder) waitFor(t *testing.T, want string) []string {
 // receiveWithin receives from ch, failing t with what if nothing comes within 30s.
 func receiveWithin[V any](t *testing.T, ch <-chan V, what string) V {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(30 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-	var zero V
-	return zero
+	return testwait.Receive(t, ch, what, 30*time.Second)
 }
 
 // eventually polls cond until it holds, failing t with what if it does not within 30s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Eventually(t, what, cond, 30*time.Second)
 }
 
 func TestHandlerFuncsDispatchEachTypeWithWhatItNeeds(t *testing.T) {

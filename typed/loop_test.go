@@ -26,6 +26,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testwait"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -41,13 +42,7 @@ func runUntilCleanup(ctx context.Context, t *testing.T, src *fake.ListerWatcher[
 // eventually polls cond until it holds, failing t with what after testTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", testTimeout, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Eventually(t, what, cond, testTimeout)
 }
 
 func TestLoopReconcilesTheKeysTheControllerComputed(t *testing.T) {

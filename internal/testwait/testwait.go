@@ -1,6 +1,7 @@
-// Package testwait holds the waits shared by the unit tests of package typed and the
-// end-to-end tests of internal/e2e: a receive that, when it times out, names what it
-// waited for and shows the goroutines then running, and a filter of goroutine stacks.
+// Package testwait holds the waits shared by the unit tests of packages typed and
+// controller and the end-to-end tests of internal/e2e: a receive and a poll that, when
+// they time out, name what they waited for and show the goroutines then running, and a
+// filter of goroutine stacks.
 package testwait
 
 import (
@@ -27,6 +28,20 @@ func Receive[V any](t testing.TB, ch <-chan V, what string, d time.Duration) V {
 	}
 	var zero V
 	return zero
+}
+
+// Eventually polls cond every millisecond until it holds, failing t with what and the
+// stacks of the module's goroutines if it does not within d.
+func Eventually(t testing.TB, what string, cond func() bool, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v; goroutines of the module:\n\n%s", what, d,
+				strings.Join(Goroutines([]string{Module}), "\n\n"))
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Goroutines returns the stacks of the goroutines that run any of fns (function names or
