@@ -27,18 +27,21 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	l *Loop[T, L], secondary *controller.Controller[S, SL], keysOf func(S) []string,
 ) {
 	var zero S
-	logger := klog.Background().WithValues("loop", l.opts.Name, "related", fmt.Sprintf("%T", zero))
+	logValues := []any{"loop", l.opts.Name, "related", fmt.Sprintf("%T", zero)}
 	// mapKeys enqueues the keys obj maps to. A mapping that panics or returns an empty key
 	// is reported as the Loop's error: the secondary controller knows nothing of the Loop.
 	mapKeys := func(ctx context.Context, obj S, enqueue func(string)) {
+		report := func(key string, err error) {
+			l.report(ctx, klog.FromContext(ctx).WithValues(logValues...), key, err, false)
+		}
 		defer func() {
 			if v := recover(); v != nil {
-				l.report(ctx, logger, "", fmt.Errorf("related mapping panicked on %s/%s: %v", obj.GetNamespace(), obj.GetName(), v), false)
+				report("", fmt.Errorf("related mapping panicked on %s/%s: %v", obj.GetNamespace(), obj.GetName(), v))
 			}
 		}()
 		for _, key := range keysOf(obj) {
 			if _, name := event.SplitKey(key); name == "" {
-				l.report(ctx, logger, key, fmt.Errorf("related mapping gave %q, which names no object, for %s/%s", key, obj.GetNamespace(), obj.GetName()), false)
+				report(key, fmt.Errorf("related mapping gave %q, which names no object, for %s/%s", key, obj.GetNamespace(), obj.GetName()))
 				continue
 			}
 			enqueue(key)
@@ -67,7 +70,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	}
 	reg, err := add(run.enqueue)
 	if err != nil {
-		l.report(context.Background(), logger, "", fmt.Errorf("relating %T: %w", zero, err), false)
+		l.report(context.Background(), klog.Background().WithValues(logValues...), "", fmt.Errorf("relating %T: %w", zero, err), false)
 		return
 	}
 	l.mu.Lock()
@@ -86,8 +89,8 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 // API group). scope is the owner kind's, as a RESTMapper's mapping.Scope gives it:
 // meta.RESTScopeNamespace for namespaced owners (a ReplicaSet owning Pods), which are in
 // the object's namespace, or meta.RESTScopeRoot for cluster-scoped ones (a Node owning
-// mirror Pods), whose key is their name. The keys are in the default form
-// (event.ObjectKey's).
+// mirror Pods), whose key is their name; a nil scope counts as namespaced. The keys are in
+// the default form (event.ObjectKey's).
 func OwnerKeys[S event.Object](owner schema.GroupKind, scope meta.RESTScope) func(S) []string {
 	clusterScoped := scope != nil && scope.Name() == meta.RESTScopeNameRoot
 	return func(obj S) []string {
