@@ -135,12 +135,17 @@ func (c *Controller[T, L]) context() context.Context {
 	return context.Background()
 }
 
-// onSynced runs once, under the collection's lock, when the first list has been
-// delivered to every handler's backlog.
+// onSynced runs once, with nothing locked, on the drain loop, when the first list has been
+// delivered to every handler's backlog, before anything more is. It seals each handler's
+// initial state under c.mu, as AddHandler checks synced under c.mu, so that a handler
+// being added meanwhile is sealed by one or the other.
 func (c *Controller[T, L]) onSynced() {
+	c.mu.Lock()
 	c.synced.Store(true)
+	runners := c.dist.all()
+	c.mu.Unlock()
 	c.syncedOnce.Do(func() { close(c.syncedCh) })
-	for _, r := range c.dist.all() {
+	for _, r := range runners {
 		r.seal()
 	}
 }
@@ -191,7 +196,7 @@ func (c *Controller[T, L]) startRunner(ctx context.Context, r *runner[T]) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		r.run(ctx, &c.cfg)
+		r.run(ctx)
 	}()
 }
 
@@ -209,7 +214,7 @@ func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration,
 	if nilness.IsNil(h) {
 		return nil, fmt.Errorf("%w: handler %q", ErrNilHandler, name)
 	}
-	r := newRunner(name, h, c.cfg.compression)
+	r := newRunner(name, h, &c.cfg)
 	var err error
 	c.collection.Between(func() {
 		store := c.writer.Store()
@@ -219,9 +224,11 @@ func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration,
 			err = ErrStopped
 			return
 		}
-		store.Range(func(key string, obj T) bool {
-			r.push(key, event.Event[T]{Type: event.Added, Object: obj, Sync: true})
-			return true
+		r.backlog.Update(func(f *queue.FIFO[T], mark bool) {
+			store.Range(func(key string, obj T) bool {
+				f.Push(key, event.Event[T]{Type: event.Added, Object: obj, Sync: true}, mark)
+				return true
+			})
 		})
 		c.dist.add(r)
 		if c.synced.Load() {

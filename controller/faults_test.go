@@ -306,8 +306,9 @@ func TestFaultPanickingAndBlockedHandlersDoNotHurtOthers(t *testing.T) {
 	if panics == 0 {
 		t.Error("no HandlerPanicError was reported")
 	}
-	if n := blocked.Pending(); n > 80 {
-		t.Errorf("the blocked handler's backlog holds %d keys, more than the 80 keys there are", n)
+	// A key waits at most once in the batch the handler took and once in its backlog.
+	if n := blocked.Pending(); n > 2*80 {
+		t.Errorf("the blocked handler's backlog holds %d keys, more than twice the 80 keys there are", n)
 	}
 }
 

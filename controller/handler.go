@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/typedinformer/typedinformer/event"
@@ -96,9 +97,12 @@ type Registration struct {
 	removed sync.Once
 }
 
-// Pending returns the number of keys waiting in the handler's backlog. Each key holds at
-// most queue.MaxCompressedLen events (unless Options.FullHistory), so this bounds the
-// backlog's memory however many events a slow handler falls behind by.
+// Pending returns the number of keys waiting for the handler: in its backlog, or in the
+// batch of keys it took from the backlog and has not reached yet. A key waits at most
+// twice (once in that batch, and once more in the backlog if it changed since) and holds
+// at most queue.MaxCompressedLen events each time (unless Options.FullHistory), so this
+// bounds the backlog's memory by the number of keys however many events a slow handler
+// falls behind by.
 func (r *Registration) Pending() int { return r.pending() }
 
 // HasSynced reports whether the handler has processed the initial state: every object
@@ -136,105 +140,90 @@ func (r *Registration) WaitForSync(ctx context.Context) error {
 // handled is allowed to finish. Remove is idempotent, and may be called from the handler.
 func (r *Registration) Remove() { r.removed.Do(r.remove) }
 
-// runner owns one handler's goroutine and keyed backlog.
+// runner owns one handler's goroutine and keyed backlog: a queue.Backlog drained into the
+// handler, the same stage as the event cache's.
 type runner[T event.Object] struct {
-	name string
-	h    Handler[T]
-
-	mu         sync.Mutex
-	cond       sync.Cond
-	backlog    *queue.FIFO[T]
-	sealed     bool // the initial state has been pushed completely
-	busyMarked bool // an initial-state key is being handled
-	stopped    bool
-	synced     chan struct{}
-	syncedDone bool
+	name    string
+	h       Handler[T]
+	cfg     *config
+	ctx     context.Context // the controller's Run context, handed to the handler
+	backlog *queue.Backlog[T]
+	stopped atomic.Bool
+	synced  chan struct{}
+	// unstarted counts the keys of the batch being handled that the handler has not
+	// reached: they left the backlog, yet they wait as much as those still in it.
+	unstarted atomic.Int64
 }
 
-func newRunner[T event.Object](name string, h Handler[T], c queue.Compression) *runner[T] {
-	r := &runner[T]{
-		name:    name,
-		h:       h,
-		backlog: queue.NewFIFO(c, queue.KnownFromFirstEvent[T]),
-		synced:  make(chan struct{}),
-	}
-	r.cond.L = &r.mu
+func newRunner[T event.Object](name string, h Handler[T], cfg *config) *runner[T] {
+	r := &runner[T]{name: name, h: h, cfg: cfg, synced: make(chan struct{})}
+	r.backlog = queue.NewBacklog(queue.BacklogOptions[T]{
+		Compression: cfg.compression,
+		OnSynced:    func() { close(r.synced) },
+	})
 	return r
 }
 
-// push adds a resolved event to the backlog; it never blocks on the handler.
-func (r *runner[T]) push(key string, e event.Event[T]) {
-	r.mu.Lock()
-	if !r.stopped {
-		r.backlog.Push(key, e, !r.sealed)
-		r.cond.Signal()
-	}
-	r.mu.Unlock()
-}
-
 // seal marks the end of the initial state.
-func (r *runner[T]) seal() {
-	r.mu.Lock()
-	r.sealed = true
-	r.checkSynced()
-	r.mu.Unlock()
-}
+func (r *runner[T]) seal() { r.backlog.Seal() }
 
-func (r *runner[T]) checkSynced() {
-	if r.sealed && !r.syncedDone && r.backlog.Marked() == 0 && !r.busyMarked {
-		r.syncedDone = true
-		close(r.synced)
-	}
-}
-
-func (r *runner[T]) pending() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.backlog.Len()
-}
-
+// stop ends run after the event being handled, and discards the backlog.
 func (r *runner[T]) stop() {
-	r.mu.Lock()
-	r.stopped = true
+	r.stopped.Store(true)
+	r.backlog.Close()
 	r.backlog.Clear()
-	r.cond.Broadcast()
-	r.mu.Unlock()
 }
 
-// run handles the backlog until stop is called.
-func (r *runner[T]) run(ctx context.Context, c *config) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var buf []event.Event[T]
-	for {
-		for r.backlog.Len() == 0 && !r.stopped {
-			r.cond.Wait()
+// run handles the backlog until stop is called. The backlog's drain loop does not end
+// with ctx: the controller stops each runner after the last event has reached it.
+func (r *runner[T]) run(ctx context.Context) {
+	r.ctx = ctx
+	_ = r.backlog.Drain(context.WithoutCancel(ctx), r)
+}
+
+// Apply implements queue.Consumer: a handler's events are resolved already.
+func (r *runner[T]) Apply(batch []event.Event[T]) ([]event.Event[T], []error) { return batch, nil }
+
+// pending returns the number of keys the handler has yet to reach.
+func (r *runner[T]) pending() int {
+	if r.stopped.Load() {
+		return 0
+	}
+	return r.backlog.Len() + int(r.unstarted.Load())
+}
+
+// Deliver implements queue.Consumer: it calls the handler with each event, until stop.
+func (r *runner[T]) Deliver(batch []event.Event[T]) {
+	keys := 0
+	for i := range batch {
+		if i == 0 || batch[i].Key != batch[i-1].Key {
+			keys++
 		}
-		if r.stopped {
+	}
+	r.unstarted.Store(int64(keys))
+	for i, e := range batch {
+		if r.stopped.Load() {
 			return
 		}
-		key, events, marked, _ := r.backlog.Pop(buf[:0])
-		buf = events
-		r.busyMarked = marked
-		r.mu.Unlock()
-		for _, e := range events {
-			e.Key = key
-			r.handle(ctx, c, key, e)
+		if i == 0 || e.Key != batch[i-1].Key {
+			r.unstarted.Add(-1)
 		}
-		r.mu.Lock()
-		r.busyMarked = false
-		r.checkSynced()
+		r.handle(e)
 	}
 }
 
-func (r *runner[T]) handle(ctx context.Context, c *config, key string, e event.Event[T]) {
+// Report implements queue.Consumer; Apply finds no errors.
+func (r *runner[T]) Report([]error) {}
+
+func (r *runner[T]) handle(e event.Event[T]) {
+	ctx, c := r.ctx, r.cfg
 	var start time.Time
 	if c.metrics != nil {
 		start = time.Now()
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			err := &HandlerPanicError{Handler: r.name, Key: key, Event: e.String(), Value: v, Stack: debug.Stack()}
+			err := &HandlerPanicError{Handler: r.name, Key: e.Key, Event: e.String(), Value: v, Stack: debug.Stack()}
 			if c.metrics != nil {
 				c.metrics.HandlerPanic(r.name)
 			}
@@ -253,11 +242,12 @@ type distributor[T event.Object] struct {
 	runners []*runner[T]
 }
 
-// Deliver implements eventcache.Sink.
-func (d *distributor[T]) Deliver(key string, e event.Event[T]) {
+// Deliver implements eventcache.Sink: each handler's backlog takes the batch with one
+// lock acquisition.
+func (d *distributor[T]) Deliver(batch []event.Event[T]) {
 	d.mu.RLock()
 	for _, r := range d.runners {
-		r.push(key, e)
+		r.backlog.PushBatch(batch)
 	}
 	d.mu.RUnlock()
 }

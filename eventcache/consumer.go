@@ -7,11 +7,18 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 )
 
-// Sink receives the events the consumer resolved, one at a time, in order. Deliver must
-// not block: handlers keep their own backlogs.
+// Sink receives the events the consumer resolved, a batch at a time, in order; each event
+// carries its key in Event.Key. Deliver must not block (handlers keep their own backlogs)
+// and must not keep the slice, which the consumer reuses.
 type Sink[T event.Object] interface {
-	Deliver(key string, e event.Event[T])
+	Deliver(batch []event.Event[T])
 }
+
+// SinkFunc adapts a plain function to a Sink.
+type SinkFunc[T event.Object] func(batch []event.Event[T])
+
+// Deliver calls f.
+func (f SinkFunc[T]) Deliver(batch []event.Event[T]) { f(batch) }
 
 // ResourceTrackingConsumer applies each key's events to the known objects and only then
 // passes each event on to its Sink, rewritten against what it knew:
@@ -28,7 +35,7 @@ type Sink[T event.Object] interface {
 //     version, when both are integers), is dropped: duplicates are not delivered twice and
 //     the cache never goes back in time. Older ones are reported as ErrStaleEvent.
 //
-// Its methods are called by a single drain loop, one key at a time (see Consumer).
+// Its methods are called by a single drain loop, one batch at a time (see Consumer).
 type ResourceTrackingConsumer[T event.Object] struct {
 	w       *Writer[T]
 	sink    Sink[T]
@@ -43,14 +50,15 @@ func NewResourceTrackingConsumer[T event.Object](w *Writer[T], sink Sink[T], onE
 	return &ResourceTrackingConsumer[T]{w: w, sink: sink, onError: onError}
 }
 
-// Apply applies events, oldest first, to the known objects and returns them rewritten
-// against what was known (in place), without deletions of unknown keys, and the errors it
-// found, for Report.
-func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T]) (_ []event.Event[T], errs []error) {
+// Apply applies events, oldest first, each to the known object of its Event.Key, and
+// returns them rewritten against what was known (in place), without deletions of unknown
+// keys, and the errors it found, for Report.
+func (c *ResourceTrackingConsumer[T]) Apply(events []event.Event[T]) (_ []event.Event[T], errs []error) {
 	var zero T
 	out := events[:0]
 	fresh := false // out no longer shares events' array
 	for _, e := range events {
+		key := e.Key
 		switch e.Type {
 		case event.Added, event.Modified:
 			prior, existed, stale, err := c.w.set(key, e.Object, !e.Sync)
@@ -73,7 +81,7 @@ func (c *ResourceTrackingConsumer[T]) Apply(key string, events []event.Event[T])
 				if !fresh {
 					out, fresh = append([]event.Event[T](nil), out...), true
 				}
-				out = append(out, event.Event[T]{Type: event.Deleted, Object: prior, Prior: prior, Sync: e.Sync, FinalStateUnknown: true})
+				out = append(out, event.Event[T]{Type: event.Deleted, Key: key, Object: prior, Prior: prior, Sync: e.Sync, FinalStateUnknown: true})
 				e.Type, e.Prior = event.Added, zero
 			case existed:
 				e.Type, e.Prior = event.Modified, prior
@@ -107,15 +115,15 @@ func recreated[T event.Object](prior, next T) bool {
 // one the cache holds; the event is dropped so that the cache never goes back in time.
 var ErrStaleEvent = errors.New("stale watch event")
 
-// Deliver passes events, as Apply returned them, to the sink, one at a time.
-func (c *ResourceTrackingConsumer[T]) Deliver(key string, events []event.Event[T]) {
-	for _, e := range events {
-		c.sink.Deliver(key, e)
+// Deliver passes events, as Apply returned them, to the sink.
+func (c *ResourceTrackingConsumer[T]) Deliver(events []event.Event[T]) {
+	if len(events) > 0 {
+		c.sink.Deliver(events)
 	}
 }
 
 // Report hands the errors Apply found to the consumer's error function.
-func (c *ResourceTrackingConsumer[T]) Report(_ string, errs []error) {
+func (c *ResourceTrackingConsumer[T]) Report(errs []error) {
 	if c.onError == nil {
 		return
 	}

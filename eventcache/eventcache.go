@@ -24,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/queue"
@@ -63,25 +62,18 @@ func (c ListCompleteness) String() string {
 	return "complete"
 }
 
-// Consumer receives each key's pending events, oldest first, from the drain loop: Apply,
-// with the collection locked, brings the known objects up to date, so that Replace and
-// Synchronize always see them consistent with the pending queues; Deliver, with the
-// collection unlocked, hands the events on, so that the reflector's Add does not wait for
-// delivery. Every Apply is followed by exactly one Deliver of the events it returned,
-// before the next Apply. When Apply returned errors, Report gets them after Deliver, once
-// the key no longer counts as being consumed and nothing is locked, so that what reports
-// them may call Between (add a handler) or record events.
-type Consumer[T event.Object] interface {
-	Apply(key string, events []event.Event[T]) ([]event.Event[T], []error)
-	Deliver(key string, events []event.Event[T])
-	Report(key string, errs []error)
-}
+// Consumer receives batches of pending events from the collection's drain loop (see
+// queue.Consumer): Apply, with the collection locked, brings the known objects up to date,
+// so that Replace and Synchronize always see them consistent with the pending queues;
+// Deliver, with the collection unlocked, hands the events on, so that the reflector's Add
+// does not wait for delivery; Report gets the errors Apply found, with nothing locked.
+type Consumer[T event.Object] = queue.Consumer[T]
 
 // ErrInvalidEvent is returned, wrapped, by Add for an event with no valid type.
 var ErrInvalidEvent = errors.New("invalid event")
 
 // ErrClosed is returned by Drain when the collection was closed.
-var ErrClosed = errors.New("event queue collection closed")
+var ErrClosed = queue.ErrClosed
 
 // Options configure an EventQueueCollection.
 type Options[T event.Object] struct {
@@ -89,47 +81,37 @@ type Options[T event.Object] struct {
 	KeyFunc event.KeyFunc[T]
 	// Compression selects the compression rules; queue.Compress by default.
 	Compression queue.Compression
-	// OnSynced, when set, is called once, with the collection's lock held, right after
-	// everything of the first Replace has been consumed.
+	// OnSynced, when set, is called once, with nothing locked, right after everything of
+	// the first Replace has been consumed, before anything more is.
 	OnSynced func()
-	// Depth, when set, is called with the number of pending keys after every change.
+	// Depth, when set, is called with the number of pending keys after every change, with
+	// nothing locked (see queue.BacklogOptions).
 	Depth func(pendingKeys int)
 }
 
 // EventQueueCollection is the stock EventCache: one ordered queue of pending events per
-// key, drained in the order in which keys became pending by a single Drain loop. See the
-// queue package for the compression rules that bound its memory by the number of keys.
+// key, drained in the order in which keys became pending by a single Drain loop. It is a
+// queue.Backlog whose consumer keeps the known objects, with the three operations of an
+// EventCache on top; see the queue package for the compression rules that bound its
+// memory by the number of keys, and for the lock order.
 type EventQueueCollection[T event.Object] struct {
-	mu sync.Mutex
-	// cond wakes the drain loop: something is pending, the collection closed, or a
-	// Between ended. idle wakes Between: no key is being consumed any more.
-	cond    sync.Cond
-	idle    sync.Cond
-	fifo    *queue.FIFO[T]
+	backlog *queue.Backlog[T]
 	known   *Store[T]
 	keyFunc event.KeyFunc[T]
-	opts    Options[T]
-
-	populated      bool // the first Replace happened
-	synced         bool
-	closed         bool
-	inflightMarked bool // a key of the first Replace is being delivered
-	consuming      bool // a key is between its Apply and its Deliver's end
-	pauses         int  // Between calls waiting or running: the drain loop holds off
-	buf            []event.Event[T]
 }
 
 // NewEventQueueCollection returns an empty collection that reads the known objects from
 // known. The consumer that drains it must hold known's Writer.
 func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *EventQueueCollection[T] {
-	c := &EventQueueCollection[T]{known: known, keyFunc: opts.KeyFunc, opts: opts}
+	c := &EventQueueCollection[T]{known: known, keyFunc: opts.KeyFunc}
 	if c.keyFunc == nil {
 		c.keyFunc = event.ObjectKey[T]
 	}
-	c.cond.L = &c.mu
-	c.idle.L = &c.mu
-	c.fifo = queue.NewFIFO(opts.Compression, func(key string, _ event.Event[T]) bool {
-		return known.has(key)
+	c.backlog = queue.NewBacklog(queue.BacklogOptions[T]{
+		Compression: opts.Compression,
+		Known:       func(key string, _ event.Event[T]) bool { return known.has(key) },
+		OnSynced:    opts.OnSynced,
+		Depth:       opts.Depth,
 	})
 	return c
 }
@@ -144,10 +126,7 @@ func (c *EventQueueCollection[T]) Add(e event.Event[T]) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	c.mu.Lock()
-	c.fifo.Push(key, e, false)
-	c.changed()
-	c.mu.Unlock()
+	c.backlog.Push(key, e)
 	return nil
 }
 
@@ -176,55 +155,55 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string, completeness Li
 		completeness = IncompleteList
 	}
 
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	mark := !c.populated
-	// With nothing known or pending, as on the first list, nothing can be gone; from an
-	// incomplete list, nothing is known to be gone.
-	var listed map[string]struct{}
-	deletes := completeness == CompleteList && (c.known.Len() > 0 || c.fifo.Len() > 0)
-	if deletes {
-		listed = make(map[string]struct{}, len(keys))
-		for _, key := range keys {
-			listed[key] = struct{}{}
+	c.backlog.Update(func(fifo *queue.FIFO[T], mark bool) {
+		// With nothing known or pending, as on the first list, nothing can be gone; from an
+		// incomplete list, nothing is known to be gone.
+		var listed map[string]struct{}
+		deletes := completeness == CompleteList && (c.known.Len() > 0 || fifo.Len() > 0)
+		if deletes {
+			listed = make(map[string]struct{}, len(keys))
+			for _, key := range keys {
+				listed[key] = struct{}{}
+			}
 		}
-	}
-	c.fifo.Grow(len(objects))
-	if c.known.Len() == 0 {
-		c.known.reserve(objects)
-	}
-	for i, obj := range objects {
-		c.fifo.Push(keys[i], event.Event[T]{Type: event.Added, Object: obj, Sync: true}, mark)
-	}
-	if deletes {
-		var gone []event.Event[T]
-		var goneKeys []string
-		c.known.Range(func(key string, obj T) bool {
-			if _, ok := listed[key]; !ok {
-				goneKeys = append(goneKeys, key)
-				gone = append(gone, event.Event[T]{Type: event.Deleted, Object: obj, Sync: true, FinalStateUnknown: true})
-			}
-			return true
-		})
-		c.fifo.Range(func(key string, _ *queue.EventQueue[T]) bool {
-			if _, ok := listed[key]; !ok && !c.known.has(key) {
-				goneKeys = append(goneKeys, key)
-				gone = append(gone, event.Event[T]{Type: event.Deleted, Sync: true, FinalStateUnknown: true})
-			}
-			return true
-		})
-		for i, key := range goneKeys {
-			e := gone[i]
-			if q := c.fifo.Pending(key); q != nil {
-				if last, ok := q.Last(); ok && last.Type != event.Deleted {
-					e.Object = last.Object // the newest state the pipeline has seen
+		fifo.Grow(len(objects))
+		if c.known.Len() == 0 {
+			c.known.reserve(objects)
+		}
+		for i, obj := range objects {
+			fifo.Push(keys[i], event.Event[T]{Type: event.Added, Object: obj, Sync: true}, mark)
+		}
+		if deletes {
+			var gone []event.Event[T]
+			var goneKeys []string
+			c.known.Range(func(key string, obj T) bool {
+				if _, ok := listed[key]; !ok {
+					goneKeys = append(goneKeys, key)
+					gone = append(gone, event.Event[T]{Type: event.Deleted, Object: obj, Sync: true, FinalStateUnknown: true})
 				}
+				return true
+			})
+			fifo.Range(func(key string, _ *queue.EventQueue[T]) bool {
+				if _, ok := listed[key]; !ok && !c.known.has(key) {
+					goneKeys = append(goneKeys, key)
+					gone = append(gone, event.Event[T]{Type: event.Deleted, Sync: true, FinalStateUnknown: true})
+				}
+				return true
+			})
+			for i, key := range goneKeys {
+				e := gone[i]
+				if q := fifo.Pending(key); q != nil {
+					if last, ok := q.Last(); ok && last.Type != event.Deleted {
+						e.Object = last.Object // the newest state the pipeline has seen
+					}
+				}
+				fifo.Push(key, e, mark)
 			}
-			c.fifo.Push(key, e, mark)
 		}
-	}
-	c.populated = true
-	c.changed()
+	})
+	// The first list is the initial state: its keys were marked, and the collection has
+	// synced once they are consumed.
+	c.backlog.Seal()
 	return errors.Join(errs...)
 }
 
@@ -245,151 +224,49 @@ func withKeys[T event.Object](objects []T, keys []string) ([]T, []string) {
 // delivered has already been applied to the known objects, so a resync never resurrects
 // an object.
 func (c *EventQueueCollection[T]) Synchronize() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var keys []string
-	var objs []T
-	c.known.Range(func(key string, obj T) bool {
-		if c.fifo.Pending(key) == nil {
-			keys, objs = append(keys, key), append(objs, obj)
+	c.backlog.Update(func(fifo *queue.FIFO[T], mark bool) {
+		var keys []string
+		var objs []T
+		c.known.Range(func(key string, obj T) bool {
+			if fifo.Pending(key) == nil {
+				keys, objs = append(keys, key), append(objs, obj)
+			}
+			return true
+		})
+		for i, key := range keys {
+			fifo.Push(key, event.Event[T]{Type: event.Modified, Object: objs[i], Sync: true}, mark)
 		}
-		return true
 	})
-	for i, key := range keys {
-		c.fifo.Push(key, event.Event[T]{Type: event.Modified, Object: objs[i], Sync: true}, false)
-	}
-	c.changed()
 	return nil
 }
 
-// changed wakes the drain loop and updates the synced state. Called with mu held.
-func (c *EventQueueCollection[T]) changed() {
-	if !c.synced && c.populated && c.fifo.Marked() == 0 && !c.inflightMarked {
-		c.synced = true
-		if c.opts.OnSynced != nil {
-			c.opts.OnSynced()
-		}
-	}
-	if c.opts.Depth != nil {
-		c.opts.Depth(c.fifo.Len())
-	}
-	c.cond.Signal()
-}
-
-// Drain is the single drain loop: it hands each pending key's events, in line order, to
-// consumer (Apply with the collection locked, Deliver unlocked). It returns when ctx is
-// done (with ctx.Err()) or the collection is closed (with ErrClosed). Only one Drain may
-// run at a time.
+// Drain is the single drain loop: it hands the pending keys' events, in line order and in
+// batches, to consumer (Apply with the collection locked, Deliver unlocked). It returns
+// when ctx is done (with ctx.Err()) or the collection is closed (with ErrClosed). Only one
+// Drain may run at a time.
 func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
-	// The wake-up on cancellation runs in a goroutine of its own; Drain waits for it, so
-	// that nothing of the collection outlives the drain loop.
-	var wake sync.WaitGroup
-	wake.Add(1)
-	stop := context.AfterFunc(ctx, func() {
-		defer wake.Done()
-		c.mu.Lock()
-		c.cond.Broadcast()
-		c.mu.Unlock()
-	})
-	defer func() {
-		if stop() {
-			wake.Done()
-		}
-		wake.Wait()
-	}()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for {
-		for (c.fifo.Len() == 0 || c.pauses > 0) && !c.closed && ctx.Err() == nil {
-			c.cond.Wait()
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if c.closed {
-			return ErrClosed
-		}
-		c.consumeOne(consumer)
-	}
+	return c.backlog.Drain(ctx, consumer)
 }
 
-// consumeOne hands the longest-pending key to consumer. Called with mu held; it releases
-// mu while the events are delivered and reported.
-func (c *EventQueueCollection[T]) consumeOne(consumer Consumer[T]) bool {
-	key, events, marked, ok := c.fifo.Pop(c.buf[:0])
-	if !ok {
-		return false
-	}
-	c.buf = events
-	c.inflightMarked = marked
-	c.consuming = true
-	events, errs := consumer.Apply(key, events)
-	c.changed()
-	c.mu.Unlock()
-	consumer.Deliver(key, events)
-	c.mu.Lock()
-	c.consuming = false
-	if c.pauses > 0 {
-		c.idle.Broadcast()
-	}
-	if marked {
-		c.inflightMarked = false
-		c.changed()
-	}
-	if len(errs) > 0 {
-		c.mu.Unlock()
-		consumer.Report(key, errs)
-		c.mu.Lock()
-	}
-	return true
-}
-
-// Between calls fn between two keys: after every event applied to the known objects has
-// been delivered, and before any more is applied. The known objects fn reads (through
-// KnownObjects) are exactly those delivered so far, and no event is applied or delivered
-// until fn returns; it is how a handler added while running receives the current state
-// without missing or repeating an event. The collection is not locked while fn runs, so
-// Add, Replace and Synchronize do not wait for it. Functions of concurrent Between calls
-// may run at the same time.
-func (c *EventQueueCollection[T]) Between(fn func()) {
-	c.mu.Lock()
-	c.pauses++
-	for c.consuming {
-		c.idle.Wait()
-	}
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.pauses--
-		c.cond.Broadcast()
-		c.mu.Unlock()
-	}()
-	fn()
-}
+// Between calls fn between two batches of keys: after every event applied to the known
+// objects has been delivered, and before any more is applied. The known objects fn reads
+// (through KnownObjects) are exactly those delivered so far, and no event is applied or
+// delivered until fn returns; it is how a handler added while running receives the
+// current state without missing or repeating an event. The collection is not locked while
+// fn runs, so Add, Replace and Synchronize do not wait for it. Functions of concurrent
+// Between calls may run at the same time.
+func (c *EventQueueCollection[T]) Between(fn func()) { c.backlog.Between(fn) }
 
 // Close stops Drain. Events recorded afterwards are kept but never drained.
-func (c *EventQueueCollection[T]) Close() {
-	c.mu.Lock()
-	c.closed = true
-	c.cond.Broadcast()
-	c.mu.Unlock()
-}
+func (c *EventQueueCollection[T]) Close() { c.backlog.Close() }
 
 // HasSynced reports whether every event of the first Replace has been consumed, which,
 // with a ResourceTrackingConsumer, means applied to the known objects and handed to the
 // handlers.
-func (c *EventQueueCollection[T]) HasSynced() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.synced
-}
+func (c *EventQueueCollection[T]) HasSynced() bool { return c.backlog.HasSynced() }
 
 // Len returns the number of keys with pending events.
-func (c *EventQueueCollection[T]) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.fifo.Len()
-}
+func (c *EventQueueCollection[T]) Len() int { return c.backlog.Len() }
 
 // KnownObjects returns the read-only view of the known objects the collection shares with
 // its consumer.

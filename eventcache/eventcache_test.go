@@ -3,6 +3,7 @@ package eventcache
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,14 +41,16 @@ type recorder struct {
 	during func(delivered)
 }
 
-func (r *recorder) Deliver(key string, e ev) {
-	d := delivered{Key: key, Type: e.Type, RV: e.Object.ResourceVersion, Sync: e.Sync, FinalStateUnknown: e.FinalStateUnknown}
-	if e.HasPrior() {
-		d.PriorRV = e.Prior.ResourceVersion
-	}
-	r.got = append(r.got, d)
-	if r.during != nil {
-		r.during(d)
+func (r *recorder) Deliver(batch []ev) {
+	for _, e := range batch {
+		d := delivered{Key: e.Key, Type: e.Type, RV: e.Object.ResourceVersion, Sync: e.Sync, FinalStateUnknown: e.FinalStateUnknown}
+		if e.HasPrior() {
+			d.PriorRV = e.Prior.ResourceVersion
+		}
+		r.got = append(r.got, d)
+		if r.during != nil {
+			r.during(d)
+		}
 	}
 }
 
@@ -66,10 +69,8 @@ func newPipeline() *pipeline {
 
 // drain consumes everything pending and returns what was delivered.
 func (p *pipeline) drain() []delivered {
-	p.c.mu.Lock()
-	for p.c.consumeOne(p.rtc) {
+	for p.c.backlog.Consume(p.rtc, math.MaxInt) > 0 {
 	}
-	p.c.mu.Unlock()
 	got := p.rec.got
 	p.rec.got = nil
 	return got
@@ -312,9 +313,7 @@ func TestConsumerReportsErrorsWithNothingLocked(t *testing.T) {
 	if err := c.Add(ev{Type: event.Added, Object: cm("a", "1")}); err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	c.consumeOne(rtc)
-	c.mu.Unlock()
+	c.backlog.Consume(rtc, 1)
 	if len(errs) != 1 {
 		t.Fatalf("reported %v, want the index error once", errs)
 	}
@@ -323,9 +322,13 @@ func TestConsumerReportsErrorsWithNothingLocked(t *testing.T) {
 	}
 }
 
-func TestBetweenRunsBetweenKeysWithoutBlockingTheReflector(t *testing.T) {
+// TestBetweenRunsBetweenBatchesWithoutBlockingTheReflector: what a function run by
+// Between reads of the known objects is exactly what has been delivered, and the
+// reflector records events meanwhile. (The backlog's own tests check that Between waits
+// for a batch being delivered; see queue.TestBetweenWaitsForTheBatchAndHoldsOffTheNext.)
+func TestBetweenRunsBetweenBatchesWithoutBlockingTheReflector(t *testing.T) {
 	p := newPipeline()
-	p.replace(t, cm("a", "1"), cm("b", "2"))
+	p.replace(t, cm("a", "1"))
 	delivering, releaseA := make(chan struct{}), make(chan struct{})
 	var deliveredA atomic.Bool
 	p.rec.during = func(d delivered) {
@@ -351,20 +354,11 @@ func TestBetweenRunsBetweenKeysWithoutBlockingTheReflector(t *testing.T) {
 			<-releaseFn
 		})
 	}()
-	// Between is waiting for a's delivery to end before a is released.
-	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		p.c.mu.Lock()
-		defer p.c.mu.Unlock()
-		return p.c.pauses == 1, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	close(releaseA)
-	// fn runs once a has been delivered and before b is applied.
 	if diff := cmp.Diff([]string{"ns/a"}, <-known); diff != "" {
 		t.Errorf("known objects while Between runs (-want +got):\n%s", diff)
 	}
-	// The reflector records events while fn runs.
+	// The reflector records events while fn runs; they are applied only after it.
 	recorded := make(chan error, 1)
 	go func() { recorded <- p.c.Add(ev{Type: event.Added, Object: cm("c", "3")}) }()
 	select {
@@ -375,10 +369,13 @@ func TestBetweenRunsBetweenKeysWithoutBlockingTheReflector(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Add waited for the function Between runs")
 	}
+	if diff := cmp.Diff([]string{"ns/a"}, p.c.KnownObjects().Keys()); diff != "" {
+		t.Errorf("known objects after Add, while Between runs (-want +got):\n%s", diff)
+	}
 	close(releaseFn)
 	<-between
 	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return p.c.KnownObjects().Len() == 3, nil
+		return p.c.KnownObjects().Len() == 2, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +383,6 @@ func TestBetweenRunsBetweenKeysWithoutBlockingTheReflector(t *testing.T) {
 	<-drained
 	want := []delivered{
 		{Key: "ns/a", Type: event.Added, RV: "1", Sync: true},
-		{Key: "ns/b", Type: event.Added, RV: "2", Sync: true},
 		{Key: "ns/c", Type: event.Added, RV: "3"},
 	}
 	if diff := cmp.Diff(want, p.rec.got); diff != "" {
@@ -468,9 +464,7 @@ func TestHasSyncedOnlyAfterInitialListIsDelivered(t *testing.T) {
 				if p.c.HasSynced() {
 					t.Fatalf("HasSynced() with %d keys still pending", p.c.Len())
 				}
-				p.c.mu.Lock()
-				p.c.consumeOne(p.rtc)
-				p.c.mu.Unlock()
+				p.c.backlog.Consume(p.rtc, 1)
 			}
 			if !p.c.HasSynced() {
 				t.Fatal("HasSynced() is false after everything was delivered")
@@ -510,9 +504,10 @@ func TestStaleWatchEventIsReported(t *testing.T) {
 		{Type: event.Modified, Object: cm("a", "5")},
 		{Type: event.Modified, Object: cm("a", "3")},
 	} {
-		out, found := rtc.Apply("ns/a", []ev{e})
-		rtc.Deliver("ns/a", out)
-		rtc.Report("ns/a", found)
+		e.Key = "ns/a"
+		out, found := rtc.Apply([]ev{e})
+		rtc.Deliver(out)
+		rtc.Report(found)
 	}
 	if len(errs) != 1 || !errors.Is(errs[0], ErrStaleEvent) {
 		t.Errorf("reported %v, want one ErrStaleEvent for the older state and nothing for the duplicate", errs)

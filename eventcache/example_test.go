@@ -11,11 +11,13 @@ import (
 	"github.com/typedinformer/typedinformer/eventcache"
 )
 
-// printer prints each delivered event and stops the drain loop after one.
+// printer prints each delivered event and stops the drain loop after one batch.
 type printer struct{ cancel *context.CancelFunc }
 
-func (p printer) Deliver(key string, e event.Event[*corev1.ConfigMap]) {
-	fmt.Println(e.Type, key, "final state unknown:", e.FinalStateUnknown)
+func (p printer) Deliver(batch []event.Event[*corev1.ConfigMap]) {
+	for _, e := range batch {
+		fmt.Println(e.Type, e.Key, "final state unknown:", e.FinalStateUnknown)
+	}
 	(*p.cancel)()
 }
 

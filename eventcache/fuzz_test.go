@@ -1,6 +1,7 @@
 package eventcache
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,10 +33,8 @@ func FuzzEventQueueCollection(f *testing.F) {
 		rv := 0
 		next := func() string { rv++; return strconv.Itoa(rv) }
 		drainAll := func() {
-			c.mu.Lock()
-			for c.consumeOne(rtc) {
+			for c.backlog.Consume(rtc, math.MaxInt) > 0 {
 			}
-			c.mu.Unlock()
 			got := map[string]obj{}
 			w.Store().Range(func(k string, o obj) bool { got[k] = o; return true })
 			if diff := cmp.Diff(model, got); diff != "" {
@@ -87,22 +86,22 @@ func FuzzEventQueueCollection(f *testing.F) {
 					t.Fatal(err)
 				}
 			case 5:
-				for j := 0; j <= int(arg)%3; j++ {
-					c.mu.Lock()
-					c.consumeOne(rtc)
-					c.mu.Unlock()
-				}
+				// One batch of one to three keys, as the drain loop takes them.
+				c.backlog.Consume(rtc, int(arg)%3+1)
 			case 6:
 				drainAll()
 			}
-			c.mu.Lock()
-			for _, k := range c.fifo.Keys() {
-				if n := len(c.fifo.Pending(k).Events()); n > queue.MaxCompressedLen {
-					c.mu.Unlock()
-					t.Fatalf("key %s holds %d pending events, more than %d", k, n, queue.MaxCompressedLen)
-				}
+			c.backlog.Update(func(f *queue.FIFO[obj], _ bool) {
+				f.Range(func(k string, q *queue.EventQueue[obj]) bool {
+					if n := len(q.Events()); n > queue.MaxCompressedLen {
+						t.Errorf("key %s holds %d pending events, more than %d", k, n, queue.MaxCompressedLen)
+					}
+					return true
+				})
+			})
+			if t.Failed() {
+				t.FailNow()
 			}
-			c.mu.Unlock()
 		}
 		drainAll()
 	})

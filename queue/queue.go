@@ -4,8 +4,25 @@
 // An [EventQueue] is one key's ordered pending events. A [FIFO] is a set of EventQueues,
 // one per key, ordered by the time each key first became pending: new events for a
 // pending key join that key's queue and do not move it in line. Both are plain data
-// structures with no locking; their owners (the event cache and each handler's backlog)
-// hold the locks.
+// structures with no locking. A [Backlog] is the stage built on them, written once and
+// used twice: the event cache drains one into the consumer that keeps the known objects,
+// and every handler drains one of its own into the handler. It owns the lock, the drain
+// loop (in batches of keys), the initial-sync tracking and the pauses between batches.
+//
+// # Lock order
+//
+// The pipeline's locks nest in one order only:
+//
+//	event cache's Backlog -> known objects' Store
+//	Controller -> handler list -> handler's Backlog
+//	handler's Backlog -> known objects' Store (read, to hand a new handler the current state)
+//
+// A Backlog's lock is held only while its FIFO changes, during Consumer.Apply and during
+// Update's function; those may take the store's lock, never a Backlog's, and nothing
+// holds the store's lock while it takes a Backlog's. Nothing else a
+// Backlog calls runs with its lock held: Consumer.Deliver (which pushes into the handlers'
+// Backlogs), Consumer.Report, OnSynced and Depth run unlocked, so user code they reach
+// (handlers, metrics, error reporters) may call back into the pipeline.
 //
 // Compression keeps a stalled consumer's memory proportional to the number of distinct
 // keys, never to the number of events. With compression on, a key never has more than

@@ -419,10 +419,12 @@ type deliveries struct {
 	byKey map[string][]string
 }
 
-func (d *deliveries) Deliver(key string, e event.Event[obj]) {
+func (d *deliveries) Deliver(batch []event.Event[obj]) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.byKey[key] = append(d.byKey[key], fmt.Sprintf("%s %s", e.Type, e.Object.ResourceVersion))
+	for _, e := range batch {
+		d.byKey[e.Key] = append(d.byKey[e.Key], fmt.Sprintf("%s %s", e.Type, e.Object.ResourceVersion))
+	}
 }
 
 func (d *deliveries) of(key string) []string {
@@ -634,7 +636,11 @@ func TestUnreadableDeletionIsDeliveredWithTheLastKnownState(t *testing.T) {
 	w := eventcache.NewWriter[obj](nil)
 	c := eventcache.NewEventQueueCollection(w.Store(), eventcache.Options[obj]{})
 	got := make(chan event.Event[obj], 10)
-	rtc := eventcache.NewResourceTrackingConsumer[obj](w, sinkFunc(func(_ string, e event.Event[obj]) { got <- e }), nil)
+	rtc := eventcache.NewResourceTrackingConsumer[obj](w, eventcache.SinkFunc[obj](func(batch []event.Event[obj]) {
+		for _, e := range batch {
+			got <- e
+		}
+	}), nil)
 	r := reflect.New[obj, *corev1.ConfigMapList](src, c, reflect.Options[obj]{OnError: func(error) {}})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -662,10 +668,6 @@ func TestUnreadableDeletionIsDeliveredWithTheLastKnownState(t *testing.T) {
 		t.Error("the deleted object is still cached")
 	}
 }
-
-type sinkFunc func(string, event.Event[obj])
-
-func (f sinkFunc) Deliver(key string, e event.Event[obj]) { f(key, e) }
 
 // TestWatchErrorEventFromTheDynamicClientIsUnderstood: the dynamic client decodes an ERROR
 // event's status as an Unstructured, not a *metav1.Status; its 410 Gone must still make

@@ -162,4 +162,4 @@ func FuzzReflectorWatchEvents(f *testing.F) {
 
 type nopSink struct{}
 
-func (nopSink) Deliver(string, event.Event[*corev1.ConfigMap]) {}
+func (nopSink) Deliver([]event.Event[*corev1.ConfigMap]) {}

@@ -71,17 +71,19 @@ func (c *Checker[T]) Handle(_ context.Context, e event.Event[T]) {
 	c.check(key, e)
 }
 
-// Deliver implements eventcache.Sink: it checks e under key.
-func (c *Checker[T]) Deliver(key string, e event.Event[T]) {
+// Deliver implements eventcache.Sink: it checks each event of batch under its Key.
+func (c *Checker[T]) Deliver(batch []event.Event[T]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
-	var zero T
-	if e.Object == zero {
-		c.fail("%s: event #%d %v has no object", key, c.seq, e)
-		return
+	for _, e := range batch {
+		c.seq++
+		var zero T
+		if e.Object == zero {
+			c.fail("%s: event #%d %v has no object", e.Key, c.seq, e)
+			continue
+		}
+		c.check(e.Key, e)
 	}
-	c.check(key, e)
 }
 
 func (c *Checker[T]) fail(format string, args ...any) {

@@ -60,7 +60,8 @@ func TestCheckerFlagsInconsistentEvents(t *testing.T) {
 			handler, sink := eventcheck.New[cm]("handler"), eventcheck.New[cm]("sink")
 			for _, e := range tt.events {
 				handler.Handle(context.Background(), e)
-				sink.Deliver("ns/a", e)
+				e.Key = "ns/a"
+				sink.Deliver([]event.Event[*corev1.ConfigMap]{e})
 			}
 			if ok := len(handler.Problems()) == 0; ok != tt.wantOK {
 				t.Errorf("as a handler: consistent = %v, want %v; problems: %q", ok, tt.wantOK, handler.Problems())

@@ -1,0 +1,11 @@
+package queue
+
+import "github.com/typedinformer/typedinformer/event"
+
+// Pauses returns the number of Between calls waiting or running, so that tests can tell
+// when a Between call is waiting for a batch.
+func Pauses[T event.Object](b *Backlog[T]) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pauses
+}
