@@ -1,0 +1,636 @@
+package manager
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	goreflect "reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/reflect"
+	"github.com/typedinformer/typedinformer/typed"
+)
+
+// ErrReleased is returned by the methods of a Cache whose Release has been called.
+var ErrReleased = errors.New("cache released")
+
+// ErrIndexConflict is returned, wrapped, by Acquire when it asks for an index that the
+// shared cache it would join lacks: a cache's indexes are fixed when it is created.
+var ErrIndexConflict = errors.New("the shared cache lacks an index")
+
+// ErrNoResource is returned, wrapped, by Acquire for a Source of *unstructured.Unstructured
+// or *metav1.PartialObjectMetadata without a Resource: caches of two resources would be
+// shared.
+var ErrNoResource = errors.New("the source names no resource")
+
+// ErrScope is returned, wrapped, by Acquire for namespaces that name no scope: "" among
+// other namespaces, or any namespace for a cluster-scoped Source.
+var ErrScope = errors.New("invalid namespace scope")
+
+// CacheOptions select what a cache holds. Every field is part of the key that decides
+// which Acquire calls share a cache, except Indexers.
+type CacheOptions[T event.Object] struct {
+	// Namespaces is the cache's scope: none for all namespaces (or a cluster-scoped
+	// resource), one namespace, or several, read as one store. Several namespaces are one
+	// list+watch per namespace, each shared with every other cache of that namespace (and
+	// the same selectors and transform).
+	Namespaces []string
+	// LabelSelector and FieldSelector, when set, narrow the cache on the server. Caches
+	// share when the selectors are equal as strings.
+	LabelSelector labels.Selector
+	FieldSelector fields.Selector
+	// Transform, when set, is applied to each object before it is cached (for example
+	// typed.StripManagedFields). A function cannot be compared, so TransformName
+	// identifies it: caches with the same TransformName share, and a Transform without a
+	// TransformName gives a cache of its own, shared with nobody.
+	Transform     func(T) (T, error)
+	TransformName string
+	// Indexers are secondary indexes, read with Cache.ByIndex. A shared cache's indexes
+	// are those of the Acquire that created it: a later Acquire that asks for an index
+	// the cache lacks fails with ErrIndexConflict, while one that asks for fewer shares
+	// it. Ask for every index on every Acquire that reads it. The namespace index
+	// (eventcache.NamespaceIndex) is always there.
+	Indexers eventcache.Indexers[T]
+}
+
+// mergeCacheOptions merges opts in order: a later non-zero field wins, Indexers unite.
+func mergeCacheOptions[T event.Object](opts []CacheOptions[T]) CacheOptions[T] {
+	var m CacheOptions[T]
+	for _, o := range opts {
+		if len(o.Namespaces) > 0 {
+			m.Namespaces = o.Namespaces
+		}
+		if o.LabelSelector != nil {
+			m.LabelSelector = o.LabelSelector
+		}
+		if o.FieldSelector != nil {
+			m.FieldSelector = o.FieldSelector
+		}
+		if o.Transform != nil {
+			m.Transform = o.Transform
+		}
+		m.TransformName = cmp.Or(o.TransformName, m.TransformName)
+		if len(o.Indexers) > 0 {
+			if m.Indexers == nil {
+				m.Indexers = eventcache.Indexers[T]{}
+			}
+			maps.Copy(m.Indexers, o.Indexers)
+		}
+	}
+	return m
+}
+
+// cacheKey identifies one shared list+watch: one controller.Controller.
+type cacheKey struct {
+	object, list goreflect.Type
+	resource     string
+	namespace    string // "" for all namespaces
+	labels       string
+	fields       string
+	transform    string
+	private      uint64 // non-zero for a cache with an unnamed Transform: never shared
+}
+
+func (k cacheKey) String() string {
+	var b strings.Builder
+	b.WriteString(cmp.Or(k.resource, k.object.String()))
+	if k.namespace != "" {
+		fmt.Fprintf(&b, " namespace=%s", k.namespace)
+	}
+	if k.labels != "" {
+		fmt.Fprintf(&b, " labels=%q", k.labels)
+	}
+	if k.fields != "" {
+		fmt.Fprintf(&b, " fields=%q", k.fields)
+	}
+	if k.transform != "" {
+		fmt.Fprintf(&b, " transform=%s", k.transform)
+	}
+	if k.private != 0 {
+		fmt.Fprintf(&b, " transform=#%d", k.private)
+	}
+	return b.String()
+}
+
+// entry is one shared controller, of whatever types its key names. Guarded by
+// Manager.mu.
+type entry struct {
+	key     cacheKey
+	ctrl    any // *controller.Controller[T, L] of the key's types
+	run     func(context.Context) error
+	synced  func() bool
+	indexes map[string]bool
+	refs    int
+	started bool
+	cancel  context.CancelFunc // stops its goroutine, once started
+	ended   bool               // its goroutine has returned
+	onEnd   []func()           // called, under Manager.mu, when its goroutine returns
+}
+
+// Cache is a handle on a shared, typed cache of the objects of one resource in one scope:
+// the known objects of one controller.Controller, or of one per namespace read as one
+// store. Get one with Acquire and give it back with Release. The objects it returns are
+// shared with every other user of the cache and must not be modified.
+//
+// All methods are safe for concurrent use. Once released, a handle reads as empty and
+// its other methods return ErrReleased.
+type Cache[T event.Object, L reflect.List] struct {
+	m       *Manager
+	name    string
+	members []member[T, L] // sorted by namespace
+
+	released    atomic.Bool
+	releaseOnce sync.Once
+	releasedCh  <-chan struct{}
+	mu          sync.Mutex
+	regs        map[*Registration]struct{} // the handlers added through this handle
+}
+
+type member[T event.Object, L reflect.List] struct {
+	namespace string
+	ctrl      *controller.Controller[T, L]
+	e         *entry
+}
+
+// Acquire returns a handle on the cache of src's objects that opts select, shared with
+// every other holder of the same (T, L, Source.Resource, namespace, selectors, transform):
+// one list+watch and one cache for all of them. A cache starts when it is first acquired
+// while m runs, or when m starts; it stops, leaving no goroutine, when its last handle is
+// released, and in any case when m stops. Both type arguments are inferred from src:
+//
+//	pods, err := manager.Acquire(m, manager.Namespaced[*corev1.Pod](cs.CoreV1().Pods),
+//		manager.CacheOptions[*corev1.Pod]{Namespaces: []string{"a", "b"}})
+//	defer pods.Release()
+//
+// opts is variadic so that it can be left out; several are merged in order. Acquire
+// returns an error, and no handle, for a nil manager or ListerWatcher (typed.ErrNilArgument),
+// an invalid scope (ErrScope), an index the shared cache lacks (ErrIndexConflict), a
+// Source of a generic type without a Resource (ErrNoResource), and once m has stopped
+// (ErrStopped).
+func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...CacheOptions[T]) (*Cache[T, L], error) {
+	var zero T
+	if m == nil {
+		return nil, fmt.Errorf("%w: Acquire's manager", typed.ErrNilArgument)
+	}
+	if src.ListerWatcher == nil {
+		return nil, fmt.Errorf("%w: the ListerWatcher of the Source of %T", typed.ErrNilArgument, zero)
+	}
+	if needsResource[T]() && src.Resource == "" {
+		return nil, fmt.Errorf("%w: a Source of %T needs Source.Resource (see Dynamic)", ErrNoResource, zero)
+	}
+	o := mergeCacheOptions(opts)
+	if o.Transform == nil && o.TransformName != "" {
+		return nil, fmt.Errorf("%w: TransformName %q has no Transform", typed.ErrNilArgument, o.TransformName)
+	}
+	namespaces, err := scope(src.ClusterScoped, o.Namespaces)
+	if err != nil {
+		return nil, err
+	}
+	base := cacheKey{
+		object:    goreflect.TypeFor[T](),
+		list:      goreflect.TypeFor[L](),
+		resource:  src.Resource,
+		transform: o.TransformName,
+	}
+	if o.LabelSelector != nil {
+		base.labels = o.LabelSelector.String()
+	}
+	if o.FieldSelector != nil {
+		base.fields = o.FieldSelector.String()
+	}
+	// The ListerWatchers are made before taking the lock, since making one runs user code.
+	lws := make([]controller.ListerWatcher[T, L], len(namespaces))
+	for i, ns := range namespaces {
+		if lws[i], err = listerWatcher(src, ns); err != nil {
+			return nil, err
+		}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state >= stopped {
+		return nil, ErrStopped
+	}
+	if o.Transform != nil && o.TransformName == "" {
+		m.private++
+		base.private = m.private
+	}
+	keys := make([]cacheKey, len(namespaces))
+	for i, ns := range namespaces {
+		keys[i] = base
+		keys[i].namespace = ns
+		if e := m.entries[keys[i]]; e != nil {
+			if err := lacksIndexes(e, o.Indexers); err != nil {
+				return nil, err
+			}
+		}
+	}
+	c := &Cache[T, L]{m: m, regs: map[*Registration]struct{}{}}
+	names := make([]string, len(keys))
+	for i, key := range keys {
+		e := m.entries[key]
+		if e == nil {
+			e = m.newEntryLocked(key, newController(key, lws[i], o))
+		}
+		e.refs++
+		c.members = append(c.members, member[T, L]{namespace: key.namespace, ctrl: e.ctrl.(*controller.Controller[T, L]), e: e})
+		names[i] = key.namespace
+	}
+	c.name = base.String()
+	if len(names) > 1 {
+		c.name += " namespaces=" + strings.Join(names, ",")
+	} else {
+		c.name = keys[0].String()
+	}
+	return c, nil
+}
+
+// scope returns the sorted, distinct namespaces of a cache, [""] for all.
+func scope(clusterScoped bool, namespaces []string) ([]string, error) {
+	if len(namespaces) == 0 {
+		return []string{""}, nil
+	}
+	if clusterScoped {
+		return nil, fmt.Errorf("%w: namespaces %q for a cluster-scoped resource", ErrScope, namespaces)
+	}
+	ns := slices.Compact(slices.Sorted(slices.Values(namespaces)))
+	if len(ns) > 1 && ns[0] == "" {
+		return nil, fmt.Errorf(`%w: "" (all namespaces) among namespaces %q`, ErrScope, namespaces)
+	}
+	return ns, nil
+}
+
+// listerWatcher calls src for namespace ns, turning a nil result or a panic into an error.
+func listerWatcher[T event.Object, L reflect.List](src Source[T, L], ns string) (lw controller.ListerWatcher[T, L], err error) {
+	var zero T
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the Source of %T panicked for namespace %q: %v", zero, ns, v)
+		}
+	}()
+	if lw = src.ListerWatcher(ns); nilness.IsNil(lw) {
+		return nil, fmt.Errorf("%w: the Source of %T returned no ListerWatcher for namespace %q", typed.ErrNilArgument, zero, ns)
+	}
+	return lw, nil
+}
+
+// lacksIndexes returns an ErrIndexConflict if e lacks one of indexers.
+func lacksIndexes[T event.Object](e *entry, indexers eventcache.Indexers[T]) error {
+	var missing []string
+	for name := range indexers {
+		if !e.indexes[name] {
+			missing = append(missing, name)
+		}
+	}
+	if missing == nil {
+		return nil
+	}
+	slices.Sort(missing)
+	return fmt.Errorf("%w: cache %s has indexes %q, not %q; ask for every index on the Acquire that creates the cache",
+		ErrIndexConflict, e.key, slices.Sorted(maps.Keys(e.indexes)), missing)
+}
+
+func newController[T event.Object, L reflect.List](key cacheKey, lw controller.ListerWatcher[T, L], o CacheOptions[T]) *entry {
+	copts := controller.Options[T]{Name: key.String(), Transform: o.Transform, Indexers: o.Indexers}
+	if key.labels != "" || key.fields != "" {
+		copts.ListOptions = typed.Selectors(o.LabelSelector, o.FieldSelector)
+	}
+	c := controller.New(lw, copts)
+	e := &entry{key: key, ctrl: c, run: c.Run, synced: c.HasSynced, indexes: map[string]bool{eventcache.NamespaceIndex: true}}
+	for name := range o.Indexers {
+		e.indexes[name] = true
+	}
+	return e
+}
+
+// newEntryLocked registers e, and starts it if m runs. Called with m.mu held.
+func (m *Manager) newEntryLocked(key cacheKey, e *entry) *entry {
+	m.entries[key] = e
+	if m.state == running || m.state == stopping {
+		m.startEntryLocked(e)
+	}
+	return e
+}
+
+// startEntryLocked runs e's controller until its last handle is released or the caches
+// stop. Called with m.mu held, while m runs.
+func (m *Manager) startEntryLocked(e *entry) {
+	ctx, cancel := context.WithCancel(m.cacheCtx)
+	e.started = true
+	e.cancel = cancel
+	m.caches.Add(1)
+	go func() {
+		defer m.caches.Done()
+		defer cancel()
+		if err := e.run(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "cache stopped", "cache", e.key.String())
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		e.ended = true
+		for _, f := range e.onEnd {
+			f()
+		}
+		e.onEnd = nil
+	}()
+}
+
+// release gives back one reference to each of es, stops those that nobody uses any more,
+// and returns a channel closed once their goroutines have returned.
+func (m *Manager) release(es []*entry) <-chan struct{} {
+	done := make(chan struct{})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	stopping := 0
+	for _, e := range es {
+		if e.refs--; e.refs > 0 {
+			continue
+		}
+		if m.entries[e.key] == e {
+			delete(m.entries, e.key)
+		}
+		if !e.started || e.ended {
+			continue
+		}
+		e.cancel()
+		stopping++
+		e.onEnd = append(e.onEnd, func() {
+			if stopping--; stopping == 0 {
+				close(done)
+			}
+		})
+	}
+	if stopping == 0 {
+		close(done)
+	}
+	return done
+}
+
+// Name describes the cache: its resource, scope, selectors and transform.
+func (c *Cache[T, L]) Name() string { return c.name }
+
+// Release gives the handle back: it removes the handlers added through it, and stops the
+// cache if this was its last handle. It returns at once, with a channel that is closed
+// once the caches it stopped have no goroutine left (at once if it stopped none), so that
+// it can be called from a handler of the cache itself. It is idempotent; every call
+// returns the same channel.
+func (c *Cache[T, L]) Release() <-chan struct{} {
+	c.releaseOnce.Do(func() {
+		c.mu.Lock()
+		c.released.Store(true)
+		regs := c.regs
+		c.regs = nil
+		c.mu.Unlock()
+		for r := range regs {
+			r.Remove()
+		}
+		es := make([]*entry, len(c.members))
+		for i, mb := range c.members {
+			es[i] = mb.e
+		}
+		c.releasedCh = c.m.release(es)
+	})
+	return c.releasedCh
+}
+
+// view returns the members to read, none once the handle is released.
+func (c *Cache[T, L]) view() []member[T, L] {
+	if c.released.Load() {
+		return nil
+	}
+	return c.members
+}
+
+// memberOf returns the member that holds namespace's objects.
+func (c *Cache[T, L]) memberOf(namespace string) (member[T, L], bool) {
+	ms := c.view()
+	if len(ms) == 1 {
+		return ms[0], true // all namespaces, or the one namespace whose store has nothing else
+	}
+	i, ok := slices.BinarySearchFunc(ms, namespace, func(m member[T, L], ns string) int { return strings.Compare(m.namespace, ns) })
+	if !ok {
+		return member[T, L]{}, false
+	}
+	return ms[i], true
+}
+
+// Get returns the object with the given key (namespace/name, or name for a
+// cluster-scoped object).
+func (c *Cache[T, L]) Get(key string) (T, bool) {
+	ns, _ := event.SplitKey(key)
+	if mb, ok := c.memberOf(ns); ok {
+		return mb.ctrl.Store().Get(key)
+	}
+	var zero T
+	return zero, false
+}
+
+// GetByName returns the object with the given namespace ("" for cluster-scoped objects)
+// and name.
+func (c *Cache[T, L]) GetByName(namespace, name string) (T, bool) {
+	if mb, ok := c.memberOf(namespace); ok {
+		return mb.ctrl.Store().GetByName(namespace, name)
+	}
+	var zero T
+	return zero, false
+}
+
+// List returns every object of the cache, of all its namespaces, in no particular order.
+func (c *Cache[T, L]) List() []T {
+	var out []T
+	for _, mb := range c.view() {
+		out = append(out, mb.ctrl.Store().List()...)
+	}
+	return out
+}
+
+// InNamespace returns the objects of one namespace, through the namespace index.
+func (c *Cache[T, L]) InNamespace(namespace string) []T {
+	if mb, ok := c.memberOf(namespace); ok {
+		return mb.ctrl.Store().InNamespace(namespace)
+	}
+	return nil
+}
+
+// ByIndex returns the objects that the named index (see CacheOptions.Indexers) puts under
+// value, in all the cache's namespaces. It returns an error wrapping eventcache.ErrNoIndex
+// for an index the cache does not have.
+func (c *Cache[T, L]) ByIndex(index, value string) ([]T, error) {
+	var out []T
+	for _, mb := range c.view() {
+		objs, err := mb.ctrl.Store().ByIndex(index, value)
+		if err != nil {
+			return nil, fmt.Errorf("cache %s: %w", c.name, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// Len returns the number of objects in the cache.
+func (c *Cache[T, L]) Len() int {
+	n := 0
+	for _, mb := range c.view() {
+		n += mb.ctrl.Store().Len()
+	}
+	return n
+}
+
+// HasSynced reports whether the cache holds the initial list of every one of its
+// namespaces (see controller.Controller.HasSynced); false once released.
+func (c *Cache[T, L]) HasSynced() bool {
+	ms := c.view()
+	for _, mb := range ms {
+		if !mb.ctrl.HasSynced() {
+			return false
+		}
+	}
+	return len(ms) > 0
+}
+
+// WaitForSync blocks until HasSynced is true (returning nil), ctx is done (returning
+// ctx.Err()), or returns ErrReleased for a released handle.
+func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
+	if c.released.Load() {
+		return ErrReleased
+	}
+	for _, mb := range c.members {
+		if err := mb.ctrl.WaitForSync(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddHandler registers h under name with the cache, as controller.Controller.AddHandler
+// does: h first receives every cached object, then every change. On a cache of several
+// namespaces it receives the changes of all of them, one call at a time. The handler is
+// removed when the handle is released. It returns an error wrapping controller.ErrNilHandler
+// for a nil h, and ErrReleased for a released handle.
+func (c *Cache[T, L]) AddHandler(name string, h controller.Handler[T]) (*Registration, error) {
+	if nilness.IsNil(h) {
+		return nil, fmt.Errorf("%w: handler %q", controller.ErrNilHandler, name)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released.Load() {
+		return nil, ErrReleased
+	}
+	if len(c.members) > 1 {
+		// Each controller calls its handlers on goroutines of its own; one handler must
+		// still be called one event at a time, as a controller calls it.
+		h = &serialHandler[T]{h: h}
+	}
+	reg := &Registration{}
+	for _, mb := range c.members {
+		r, err := mb.ctrl.AddHandler(name, h)
+		if err != nil {
+			reg.Remove()
+			return nil, fmt.Errorf("cache %s: %w", c.name, err)
+		}
+		reg.regs = append(reg.regs, r)
+	}
+	reg.onRemove = func() {
+		c.mu.Lock()
+		delete(c.regs, reg)
+		c.mu.Unlock()
+	}
+	c.regs[reg] = struct{}{}
+	return reg, nil
+}
+
+// serialHandler calls h one event at a time, whichever goroutine calls it.
+type serialHandler[T event.Object] struct {
+	mu sync.Mutex
+	h  controller.Handler[T]
+}
+
+func (s *serialHandler[T]) Handle(ctx context.Context, e event.Event[T]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.h.Handle(ctx, e)
+}
+
+// Registration is a handler's membership in a Cache: one controller.Registration per
+// namespace of the cache.
+type Registration struct {
+	regs     []*controller.Registration
+	onRemove func()
+	removed  sync.Once
+}
+
+// HasSynced reports whether the handler has handled the initial state of every namespace
+// (see controller.Registration.HasSynced).
+func (r *Registration) HasSynced() bool {
+	for _, reg := range r.regs {
+		if !reg.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync blocks until HasSynced is true (returning nil) or ctx is done (returning
+// ctx.Err()).
+func (r *Registration) WaitForSync(ctx context.Context) error {
+	for _, reg := range r.regs {
+		if err := reg.WaitForSync(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pending returns the number of keys waiting in the handler's backlogs.
+func (r *Registration) Pending() int {
+	n := 0
+	for _, reg := range r.regs {
+		n += reg.Pending()
+	}
+	return n
+}
+
+// Remove stops delivering events to the handler, as controller.Registration.Remove does.
+// It is idempotent, and may be called from the handler.
+func (r *Registration) Remove() {
+	r.removed.Do(func() {
+		for _, reg := range r.regs {
+			reg.Remove()
+		}
+		if r.onRemove != nil {
+			r.onRemove()
+		}
+	})
+}
+
+// clone returns another handle on the same caches, for a Loop to hold.
+func (c *Cache[T, L]) clone() (*Cache[T, L], error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released.Load() {
+		return nil, ErrReleased
+	}
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state >= stopped {
+		return nil, ErrStopped
+	}
+	for _, mb := range c.members {
+		mb.e.refs++
+	}
+	return &Cache[T, L]{m: m, name: c.name, members: c.members, regs: map[*Registration]struct{}{}}, nil
+}

@@ -1,0 +1,551 @@
+package manager_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/manager"
+)
+
+func byLabel(key string) eventcache.Indexers[cm] {
+	return eventcache.Indexers[cm]{"by-" + key: func(obj cm) ([]string, error) { return []string{obj.Labels[key]}, nil }}
+}
+
+func identity(obj cm) (cm, error) { return obj, nil }
+
+// Two Acquire calls share one list+watch exactly when their object type, namespace,
+// selectors and transform are the same; a scope of several namespaces is one watch per
+// namespace, each shared.
+func TestAcquireSharesOneWatchPerTypeScopeSelectorsAndTransform(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		first, then manager.CacheOptions[cm]
+		watches     int
+	}{{
+		name:    "the same namespace",
+		first:   manager.CacheOptions[cm]{Namespaces: []string{"a"}},
+		then:    manager.CacheOptions[cm]{Namespaces: []string{"a"}},
+		watches: 1,
+	}, {
+		name:    "all namespaces, twice",
+		watches: 1,
+	}, {
+		name:    "all namespaces and one namespace",
+		then:    manager.CacheOptions[cm]{Namespaces: []string{"a"}},
+		watches: 2,
+	}, {
+		name:    "sets of namespaces in another order, with a duplicate",
+		first:   manager.CacheOptions[cm]{Namespaces: []string{"a", "b"}},
+		then:    manager.CacheOptions[cm]{Namespaces: []string{"b", "a", "b"}},
+		watches: 2,
+	}, {
+		name:    "a set shares each namespace with a cache of that namespace",
+		first:   manager.CacheOptions[cm]{Namespaces: []string{"a", "b"}},
+		then:    manager.CacheOptions[cm]{Namespaces: []string{"b"}},
+		watches: 2,
+	}, {
+		name:    "equal label selectors written differently",
+		first:   manager.CacheOptions[cm]{LabelSelector: labels.SelectorFromSet(labels.Set{"x": "1", "y": "2"})},
+		then:    manager.CacheOptions[cm]{LabelSelector: must(labels.Parse("y=2,x=1"))},
+		watches: 1,
+	}, {
+		name:    "different label selectors",
+		first:   manager.CacheOptions[cm]{LabelSelector: labels.SelectorFromSet(labels.Set{"x": "1"})},
+		then:    manager.CacheOptions[cm]{LabelSelector: labels.SelectorFromSet(labels.Set{"x": "2"})},
+		watches: 2,
+	}, {
+		name:    "a field selector and none",
+		first:   manager.CacheOptions[cm]{FieldSelector: fields.OneTermEqualSelector("metadata.name", "one")},
+		watches: 2,
+	}, {
+		name:    "transforms of the same name",
+		first:   manager.CacheOptions[cm]{Transform: typed.StripManagedFields[cm], TransformName: "strip"},
+		then:    manager.CacheOptions[cm]{Transform: typed.StripManagedFields[cm], TransformName: "strip"},
+		watches: 1,
+	}, {
+		name:    "transforms of different names",
+		first:   manager.CacheOptions[cm]{Transform: typed.StripManagedFields[cm], TransformName: "strip"},
+		then:    manager.CacheOptions[cm]{Transform: identity, TransformName: "identity"},
+		watches: 2,
+	}, {
+		name:    "unnamed transforms, even the same function, are never shared",
+		first:   manager.CacheOptions[cm]{Transform: identity},
+		then:    manager.CacheOptions[cm]{Transform: identity},
+		watches: 2,
+	}, {
+		name:    "a transform and none",
+		first:   manager.CacheOptions[cm]{Transform: identity, TransformName: "identity"},
+		watches: 2,
+	}, {
+		name:    "fewer indexes than the shared cache has",
+		first:   manager.CacheOptions[cm]{Indexers: byLabel("x")},
+		watches: 1,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fake.New[cm, cmList](configMap("a", "one", nil), configMap("b", "two", nil))
+			m := manager.New(manager.Options{})
+			run(t, m)
+			first := acquire(t, m, source(f), tc.first)
+			then := acquire(t, m, source(f), tc.then)
+			for _, c := range []*manager.Cache[cm, cmList]{first, then} {
+				if err := c.WaitForSync(testContext(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.WaitForWatchers(testContext(t), tc.watches); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{"lists": f.ListCalls(), "watches": f.Watching()}
+			want := map[string]int{"lists": tc.watches, "watches": tc.watches}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("requests to the server (-want +got):\n%s", diff)
+			}
+			<-first.Release()
+			<-then.Release()
+			if n := f.Watching(); n != 0 {
+				t.Errorf("%d watches open once every handle is released, want 0", n)
+			}
+		})
+	}
+}
+
+func must[V any](v V, err error) V {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestLastReleaseStopsTheCacheAndLeavesNoGoroutine(t *testing.T) {
+	f := fake.New[cm, cmList](configMap("a", "one", nil))
+	m := manager.New(manager.Options{})
+	run(t, m)
+	managerOnly := goleak.IgnoreCurrent()
+
+	first := acquire(t, m, source(f))
+	second := acquire(t, m, source(f))
+	if err := second.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if released := first.Release(); !closed(released) {
+		t.Error("releasing a handle that is not the last stopped something to wait for")
+	}
+	if _, ok := second.Get("a/one"); !ok || f.Watching() != 1 {
+		t.Errorf("after the first release: a/one cached %v and %d watches, want true and 1: the cache still has a user", ok, f.Watching())
+	}
+	receive(t, second.Release(), "the cache stops once its last handle is released")
+	if n := f.Watching(); n != 0 {
+		t.Errorf("%d watches open after the last release, want 0", n)
+	}
+	goleak.VerifyNone(t, managerOnly)
+}
+
+func TestReleasingManyTimesReturnsTheSameChannel(t *testing.T) {
+	f := fake.New[cm, cmList]()
+	c := acquire(t, manager.New(manager.Options{}), source(f))
+	first, again := c.Release(), c.Release()
+	if first != again || !closed(first) {
+		t.Errorf("Release twice gave %v and %v (closed: %v), want one closed channel: the cache never started", first, again, closed(first))
+	}
+}
+
+// Many goroutines acquiring and releasing the same cache at once never see two of it at
+// a time while one handle is held, and leave nothing running once all are released.
+func TestConcurrentAcquireAndRelease(t *testing.T) {
+	const goroutines, rounds = 20, 10
+	for _, tc := range []struct {
+		name string
+		// held: a handle is held throughout, so the cache must never restart.
+		held bool
+	}{
+		{name: "while another handle is held, the one cache serves all", held: true},
+		{name: "with no other handle, caches come and go and leave nothing behind"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fake.New[cm, cmList](configMap("a", "one", nil))
+			m := manager.New(manager.Options{})
+			run(t, m)
+			managerOnly := goleak.IgnoreCurrent()
+			var holder *manager.Cache[cm, cmList]
+			if tc.held {
+				holder = acquire(t, m, source(f))
+			}
+			ctx := testContext(t)
+			var wg sync.WaitGroup
+			var failures atomic.Int32
+			for range goroutines {
+				wg.Go(func() {
+					for range rounds {
+						c, err := manager.Acquire(m, source(f))
+						if err == nil {
+							err = c.WaitForSync(ctx)
+						}
+						if err == nil {
+							if _, ok := c.Get("a/one"); !ok {
+								err = errors.New("a/one is not in the synced cache")
+							}
+						}
+						if err != nil {
+							t.Errorf("a handle: %v", err)
+							failures.Add(1)
+						}
+						if c != nil {
+							<-c.Release()
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if tc.held {
+				if n := f.ListCalls(); n != 1 {
+					t.Errorf("the cache listed %d times while a handle was held throughout, want once", n)
+				}
+				receive(t, holder.Release(), "the cache stops with its last handle")
+			}
+			if n := f.Watching(); n != 0 {
+				t.Errorf("%d watches open once all handles are released, want 0", n)
+			}
+			goleak.VerifyNone(t, managerOnly)
+		})
+	}
+}
+
+// The last Release racing with AddHandler through the same handle either lets AddHandler
+// fail with ErrReleased or removes its handler; nothing is left running either way.
+func TestLastReleaseWhileAHandlerIsBeingAdded(t *testing.T) {
+	f := fake.New[cm, cmList](configMap("a", "one", nil))
+	m := manager.New(manager.Options{})
+	run(t, m)
+	managerOnly := goleak.IgnoreCurrent()
+	outcomes := map[string]int{}
+	for range 50 {
+		c := acquire(t, m, source(f))
+		added := make(chan error, 1)
+		go func() {
+			_, err := c.AddHandler("racer", controller.HandlerFunc[cm](func(context.Context, event.Event[cm]) {}))
+			added <- err
+		}()
+		released := c.Release()
+		switch err := receive(t, added, "AddHandler returns"); {
+		case err == nil:
+			outcomes["added, then removed by Release"]++
+		case errors.Is(err, manager.ErrReleased):
+			outcomes["refused: released"]++
+		default:
+			t.Fatalf("AddHandler racing Release = %v, want nil or ErrReleased", err)
+		}
+		receive(t, released, "the cache stops")
+	}
+	t.Logf("outcomes: %v", outcomes)
+	goleak.VerifyNone(t, managerOnly)
+}
+
+// A cache of several namespaces reads as one store of all of them, and nothing else.
+func TestNamespaceSetReadsAsOneStore(t *testing.T) {
+	f := fake.New[cm, cmList](
+		configMap("a", "one", map[string]string{"app": "web"}),
+		configMap("a", "two", map[string]string{"app": "db"}),
+		configMap("b", "three", map[string]string{"app": "web"}),
+		configMap("c", "four", map[string]string{"app": "web"}),
+	)
+	m := manager.New(manager.Options{})
+	run(t, m)
+	c := acquire(t, m, source(f), manager.CacheOptions[cm]{Namespaces: []string{"b", "a"}, Indexers: byLabel("app")})
+	defer c.Release()
+	if err := c.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	getKey := func(key string) []string {
+		if obj, ok := c.Get(key); ok {
+			return keys([]cm{obj})
+		}
+		return []string{}
+	}
+	getName := func(ns, name string) []string {
+		if obj, ok := c.GetByName(ns, name); ok {
+			return keys([]cm{obj})
+		}
+		return []string{}
+	}
+	byIndex := func(value string) []string {
+		objs, err := c.ByIndex("by-app", value)
+		if err != nil {
+			t.Fatalf("ByIndex: %v", err)
+		}
+		return keys(objs)
+	}
+	got := map[string][]string{
+		`Get("a/one")`:            getKey("a/one"),
+		`Get("b/three")`:          getKey("b/three"),
+		`Get("c/four")`:           getKey("c/four"),
+		`GetByName("a", "two")`:   getName("a", "two"),
+		`GetByName("c", "four")`:  getName("c", "four"),
+		`List()`:                  keys(c.List()),
+		`InNamespace("b")`:        keys(c.InNamespace("b")),
+		`InNamespace("c")`:        keys(c.InNamespace("c")),
+		`ByIndex("by-app", web)`:  byIndex("web"),
+		`ByIndex("by-app", "db")`: byIndex("db"),
+		`Len()`:                   {fmt.Sprint(c.Len())},
+	}
+	want := map[string][]string{
+		`Get("a/one")`:            {"a/one"},
+		`Get("b/three")`:          {"b/three"},
+		`Get("c/four")`:           {},
+		`GetByName("a", "two")`:   {"a/two"},
+		`GetByName("c", "four")`:  {},
+		`List()`:                  {"a/one", "a/two", "b/three"},
+		`InNamespace("b")`:        {"b/three"},
+		`InNamespace("c")`:        {},
+		`ByIndex("by-app", web)`:  {"a/one", "b/three"},
+		`ByIndex("by-app", "db")`: {"a/two"},
+		`Len()`:                   {"3"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reads of the cache of namespaces a and b (-want +got):\n%s", diff)
+	}
+	if _, err := c.ByIndex("no-such-index", "x"); !errors.Is(err, eventcache.ErrNoIndex) {
+		t.Errorf("ByIndex of an unknown index = %v, want ErrNoIndex", err)
+	}
+}
+
+// A handler of a cache of several namespaces gets the events of all of them, one call at
+// a time, as a handler of one controller does.
+func TestHandlerOfANamespaceSetSeesEveryNamespaceOneEventAtATime(t *testing.T) {
+	f := fake.New[cm, cmList]()
+	for i := range 20 {
+		for _, ns := range []string{"a", "b", "c"} {
+			_ = must(f.Create(configMap(ns, fmt.Sprint("cm-", i), nil)))
+		}
+	}
+	m := manager.New(manager.Options{})
+	run(t, m)
+	c := acquire(t, m, source(f), manager.CacheOptions[cm]{Namespaces: []string{"a", "b", "c"}})
+	defer c.Release()
+	var inFlight, overlaps atomic.Int32
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	reg, err := c.AddHandler("recorder", controller.HandlerFunc[cm](func(_ context.Context, e event.Event[cm]) {
+		if inFlight.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		defer inFlight.Add(-1)
+		mu.Lock()
+		seen[e.Key] = true
+		mu.Unlock()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("the handler was called %d times while another call ran", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(keys(c.List()), sortedKeys(seen)); diff != "" {
+		t.Errorf("keys the handler saw (-cached +seen):\n%s", diff)
+	}
+}
+
+func sortedKeys(set map[string]bool) []string { return slices.Sorted(maps.Keys(set)) }
+
+func TestAReleasedHandleReadsNothing(t *testing.T) {
+	f := fake.New[cm, cmList](configMap("a", "one", nil))
+	m := manager.New(manager.Options{})
+	run(t, m)
+	c := acquire(t, m, source(f))
+	other := acquire(t, m, source(f)) // keeps the cache itself running
+	defer other.Release()
+	if err := c.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	_, found := c.Get("a/one")
+	_, addErr := c.AddHandler("late", controller.HandlerFunc[cm](func(context.Context, event.Event[cm]) {}))
+	got := map[string]any{
+		"Get":         found,
+		"List":        len(c.List()),
+		"Len":         c.Len(),
+		"HasSynced":   c.HasSynced(),
+		"WaitForSync": errors.Is(c.WaitForSync(testContext(t)), manager.ErrReleased),
+		"AddHandler":  errors.Is(addErr, manager.ErrReleased),
+	}
+	want := map[string]any{"Get": false, "List": 0, "Len": 0, "HasSynced": false, "WaitForSync": true, "AddHandler": true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("a released handle (-want +got):\n%s", diff)
+	}
+	if _, ok := other.Get("a/one"); !ok {
+		t.Error("another handle on the same cache lost a/one")
+	}
+}
+
+// Releasing a handle removes the handlers added through it, and only those.
+func TestReleaseRemovesTheHandlersOfItsHandle(t *testing.T) {
+	f := fake.New[cm, cmList](configMap("a", "one", nil))
+	m := manager.New(manager.Options{})
+	run(t, m)
+	mine, theirs := acquire(t, m, source(f)), acquire(t, m, source(f))
+	defer theirs.Release()
+	events := map[string]chan string{"mine": make(chan string, 10), "theirs": make(chan string, 10)}
+	for name, c := range map[string]*manager.Cache[cm, cmList]{"mine": mine, "theirs": theirs} {
+		reg, err := c.AddHandler(name, controller.HandlerFunc[cm](func(_ context.Context, e event.Event[cm]) { events[name] <- e.Key }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.WaitForSync(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		receive(t, events[name], name+" gets the initial state")
+	}
+	mine.Release()
+	_ = must(f.Create(configMap("a", "two", nil)))
+	if key := receive(t, events["theirs"], "the other handle's handler gets the change"); key != "a/two" {
+		t.Errorf("theirs got %s, want a/two", key)
+	}
+	select {
+	case key := <-events["mine"]:
+		t.Errorf("the handler of the released handle got %s", key)
+	default:
+	}
+}
+
+func TestACacheAcquiredBeforeRunStartsWithTheManager(t *testing.T) {
+	f := fake.New[cm, cmList](configMap("a", "one", nil))
+	m := manager.New(manager.Options{})
+	c := acquire(t, m, source(f))
+	defer c.Release()
+	if f.ListCalls() != 0 || c.HasSynced() {
+		t.Fatalf("before Run: %d lists, synced %v; want none, false", f.ListCalls(), c.HasSynced())
+	}
+	run(t, m)
+	if err := c.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Get("a/one"); !ok {
+		t.Error("a/one is not cached once the manager runs")
+	}
+}
+
+func TestAcquireRejectsBadInput(t *testing.T) {
+	f := fake.New[cm, cmList]()
+	stoppedManager := manager.New(manager.Options{})
+	ctx, cancel := context.WithCancel(testContext(t))
+	cancel()
+	if err := stoppedManager.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	withIndex := manager.New(manager.Options{})
+	defer acquire(t, withIndex, source(f), manager.CacheOptions[cm]{Indexers: byLabel("x")}).Release()
+	acquireCM := func(m *manager.Manager, src manager.Source[cm, cmList], opts ...manager.CacheOptions[cm]) error {
+		c, err := manager.Acquire(m, src, opts...)
+		if c != nil {
+			c.Release()
+		}
+		return err
+	}
+	var nilFake *cmFake
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+		// wantText, when set, is in the error instead of want.
+		wantText string
+	}{{
+		name: "nil manager",
+		err:  acquireCM(nil, source(f)),
+		want: typed.ErrNilArgument,
+	}, {
+		name: "a Source without a ListerWatcher",
+		err:  acquireCM(manager.New(manager.Options{}), manager.Source[cm, cmList]{}),
+		want: typed.ErrNilArgument,
+	}, {
+		name: "a Source made from a nil function",
+		err:  acquireCM(manager.New(manager.Options{}), manager.Namespaced[cm, cmList, *cmFake](nil)),
+		want: typed.ErrNilArgument,
+	}, {
+		name: "a Source that returns a typed nil ListerWatcher",
+		err: acquireCM(manager.New(manager.Options{}), manager.Namespaced[cm](func(string) *cmFake { return nilFake }),
+			manager.CacheOptions[cm]{Namespaces: []string{"a", "b"}}),
+		want: typed.ErrNilArgument,
+	}, {
+		name: "a Source that panics",
+		err: acquireCM(manager.New(manager.Options{}), manager.Namespaced[cm](func(string) *cmFake { panic("source boom") }),
+			manager.CacheOptions[cm]{Namespaces: []string{"a"}}),
+		wantText: "source boom",
+	}, {
+		name: `"" (all namespaces) among namespaces`,
+		err:  acquireCM(manager.New(manager.Options{}), source(f), manager.CacheOptions[cm]{Namespaces: []string{"a", ""}}),
+		want: manager.ErrScope,
+	}, {
+		name: "namespaces of a cluster-scoped resource",
+		err: acquireCM(manager.New(manager.Options{}), manager.ClusterScoped[cm](f),
+			manager.CacheOptions[cm]{Namespaces: []string{"a"}}),
+		want: manager.ErrScope,
+	}, {
+		name: "a TransformName without a Transform",
+		err:  acquireCM(manager.New(manager.Options{}), source(f), manager.CacheOptions[cm]{TransformName: "strip"}),
+		want: typed.ErrNilArgument,
+	}, {
+		name: "an index the shared cache lacks",
+		err:  acquireCM(withIndex, source(f), manager.CacheOptions[cm]{Indexers: byLabel("y")}),
+		want: manager.ErrIndexConflict,
+	}, {
+		name: "a manager that has stopped",
+		err:  acquireCM(stoppedManager, source(f)),
+		want: manager.ErrStopped,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			switch {
+			case tc.wantText != "" && (tc.err == nil || !strings.Contains(tc.err.Error(), tc.wantText)):
+				t.Errorf("Acquire = %v, want an error saying %q", tc.err, tc.wantText)
+			case tc.wantText == "" && !errors.Is(tc.err, tc.want):
+				t.Errorf("Acquire = %v, want %v", tc.err, tc.want)
+			}
+		})
+	}
+}
+
+// Unstructured objects stand for any resource: only Source.Resource tells their caches
+// apart, so it is required, and Dynamic sets it.
+func TestUnstructuredCachesNeedAResource(t *testing.T) {
+	type u = *unstructured.Unstructured
+	type uList = *unstructured.UnstructuredList
+	m := manager.New(manager.Options{})
+	f := fake.New[u, uList]()
+	_, err := manager.Acquire(m, manager.ClusterScoped[u](f))
+	if !errors.Is(err, manager.ErrNoResource) {
+		t.Errorf("Acquire of Unstructured without a Resource = %v, want ErrNoResource", err)
+	}
+	src := manager.ClusterScoped[u](f)
+	src.Resource = "widgets.example.com"
+	c, err := manager.Acquire(m, src)
+	if err != nil {
+		t.Fatalf("Acquire of Unstructured with a Resource = %v", err)
+	}
+	c.Release()
+	_, err = manager.Acquire(m, manager.Dynamic(nil, corev1.SchemeGroupVersion.WithResource("configmaps"), false))
+	if !errors.Is(err, typed.ErrNilArgument) {
+		t.Errorf("Acquire through a nil dynamic client = %v, want ErrNilArgument", err)
+	}
+}

@@ -1,0 +1,47 @@
+// Package manager runs a controller program: shared typed caches, reconcile loops and the
+// program's own runnables, with leader election, health probes and a graceful shutdown.
+// It is controller-runtime's Manager and cache, typed.
+//
+// # Shared caches
+//
+// Within a Manager, every handler, loop and reader that asks for the same object type,
+// namespace scope, label and field selectors and transform shares one list+watch and one
+// cache (one controller.Controller). Acquire returns a handle on it and Release gives the
+// handle back; a cache starts on first use and stops, leaving no goroutine, when its last
+// handle is released:
+//
+//	pods := manager.Namespaced[*corev1.Pod](clientset.CoreV1().Pods)
+//	cache, err := manager.Acquire(m, pods, manager.CacheOptions[*corev1.Pod]{Namespaces: []string{"a", "b"}})
+//	defer cache.Release()
+//	pod, ok := cache.GetByName("a", "web-0") // a *corev1.Pod
+//
+// A scope of several namespaces is one controller per namespace, each shared with every
+// other cache of that namespace, behind a handle that reads them as one store (Get, List,
+// ByIndex) and calls a handler one event at a time. Objects are shared: never modify one.
+//
+// Go has no generic methods, so the Manager is one untyped registry and the typed entry
+// points are functions: Acquire, NewLoop, Related. Their type arguments are inferred from
+// the Source, which is written once per resource; only Namespaced and ClusterScoped name
+// the object type, and they infer the list type from the client. A handle carries the
+// list type too (Cache[T, L]) because typed.Loop and typed.Related need the controller's
+// exact type, and a handle is usually a local variable, so nobody writes it.
+//
+// A transform is a function, which Go cannot compare: CacheOptions.TransformName
+// identifies it, and a cache whose transform has no name is shared with nobody. Indexes
+// are not part of the key: a cache's indexes are fixed when it is created, and an Acquire
+// that asks for one it lacks gets ErrIndexConflict rather than a second watch.
+//
+// # The Manager
+//
+// Run serves /healthz and /readyz, runs the caches on every replica (standbys stay warm),
+// and runs loops (NewLoop) and runnables (Add) only while this replica holds the Lease of
+// Options.LeaderElection (typed.LeaderElection, which releases it only once they have
+// returned). Runnables marked EveryReplica run on every replica. /readyz passes once every
+// cache a loop needs has synced. A runnable's error or panic stops the Manager, and Run
+// returns it. Shutdown stops the loops from taking keys, lets in-flight reconciles finish,
+// then stops the caches, within Options.ShutdownTimeout.
+//
+// Unlike controller-runtime's, a Manager that loses leadership does not exit: its loops
+// stop, it stays a warm standby, and it campaigns again; its loops and leader runnables
+// run once per term.
+package manager

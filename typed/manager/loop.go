@@ -1,0 +1,123 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/reflect"
+	"github.com/typedinformer/typedinformer/typed"
+)
+
+// Loop is a typed.Loop that the Manager runs while this replica leads, over a shared
+// cache. Create it with NewLoop; relate other caches to it with Related.
+type Loop[T event.Object, L reflect.List] struct {
+	cache *Cache[T, L]        // the Loop's own handle, held until the Manager stops
+	loops []*typed.Loop[T, L] // one per namespace of cache, in the order of its members
+	needs *loopNeeds
+}
+
+// NewLoop adds to c's Manager a typed.Loop that reconciles c's keys with r: the Manager
+// runs it while this replica leads, and /readyz waits for c (and for the caches of
+// Related) to sync. The Loop holds a handle of its own on c, so c may be released.
+//
+// Over a cache of several namespaces, it runs one typed.Loop per namespace, each with
+// opts.Workers workers: a key is still reconciled by one worker at a time, since a key
+// belongs to one namespace. It returns an error wrapping typed.ErrNilArgument for a nil c
+// or r, ErrReleased for a released c, and ErrStopped once the Manager is stopping.
+func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[T], opts typed.Options) (*Loop[T, L], error) {
+	var zero T
+	switch {
+	case c == nil:
+		return nil, fmt.Errorf("%w: NewLoop's cache of %T", typed.ErrNilArgument, zero)
+	case nilness.IsNil(r):
+		return nil, fmt.Errorf("%w: NewLoop's reconciler of %T", typed.ErrNilArgument, zero)
+	}
+	if opts.Name == "" {
+		opts.Name = fmt.Sprintf("%T", zero) // typed.NewLoop's default, which the Manager names it by too
+	}
+	own, err := c.clone()
+	if err != nil {
+		return nil, err
+	}
+	l := &Loop[T, L]{cache: own, needs: &loopNeeds{name: opts.Name}}
+	runs := make([]func(context.Context) error, len(own.members))
+	for i, mb := range own.members {
+		loop := typed.NewLoop(mb.ctrl, r, opts)
+		l.loops = append(l.loops, loop)
+		runs[i] = loop.Run
+		l.needs.entries = append(l.needs.entries, mb.e)
+	}
+	m := c.m
+	err = m.add(&runnable{name: "loop " + opts.Name, leader: true, r: RunnableFunc(func(ctx context.Context) error {
+		return typed.RunAll(ctx, runs...)
+	})})
+	if err != nil {
+		own.Release()
+		return nil, err
+	}
+	m.mu.Lock()
+	m.loops = append(m.loops, l.needs)
+	m.mu.Unlock()
+	return l, nil
+}
+
+// Related makes every event of secondary's objects reconcile the keys of l that keysOf
+// maps them to, as typed.Related does, and makes l wait for secondary to sync, in each
+// term and for /readyz. The Loop holds a handle of its own on secondary, so secondary may
+// be released. Over a Loop of several namespaces, each key goes to the Loop of its
+// namespace; a key of a namespace outside l's cache is dropped, as it names nothing l
+// reconciles.
+//
+// It returns an error wrapping typed.ErrNilArgument for a nil argument, ErrReleased for a
+// released secondary, and ErrStopped once the Manager is stopping; a secondary of another
+// Manager is an error.
+func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
+	l *Loop[T, L], secondary *Cache[S, SL], keysOf func(S) []string,
+) error {
+	var zero S
+	switch {
+	case l == nil:
+		return fmt.Errorf("%w: Related's loop, for %T", typed.ErrNilArgument, zero)
+	case secondary == nil:
+		return fmt.Errorf("%w: Related's cache of %T", typed.ErrNilArgument, zero)
+	case keysOf == nil:
+		return fmt.Errorf("%w: Related's mapping of %T", typed.ErrNilArgument, zero)
+	case secondary.m != l.cache.m:
+		return fmt.Errorf("related cache %s belongs to another manager than loop %q", secondary.Name(), l.needs.name)
+	}
+	own, err := secondary.clone()
+	if err != nil {
+		return err
+	}
+	for i, loop := range l.loops {
+		mapping := keysOf
+		if ns := l.cache.members[i].namespace; ns != "" {
+			mapping = inNamespace(ns, keysOf)
+		}
+		for _, mb := range own.members {
+			typed.Related(loop, mb.ctrl, mapping)
+		}
+	}
+	m := l.cache.m
+	m.mu.Lock()
+	for _, mb := range own.members {
+		l.needs.entries = append(l.needs.entries, mb.e)
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// inNamespace keeps the keys of keysOf that are in namespace.
+func inNamespace[S event.Object](namespace string, keysOf func(S) []string) func(S) []string {
+	return func(obj S) []string {
+		var keys []string
+		for _, key := range keysOf(obj) {
+			if ns, _ := event.SplitKey(key); ns == namespace {
+				keys = append(keys, key)
+			}
+		}
+		return keys
+	}
+}

@@ -1,0 +1,478 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/typed"
+)
+
+// DefaultShutdownTimeout is how long Run waits, when Options.ShutdownTimeout is zero,
+// for runnables and caches to stop once its context has ended.
+const DefaultShutdownTimeout = 30 * time.Second
+
+// ErrAlreadyStarted is returned by Run when the Manager has been run before.
+var ErrAlreadyStarted = errors.New("manager already started")
+
+// ErrStopped is returned by Acquire, Add, NewLoop and Related once the Manager is
+// shutting down its caches, or has stopped.
+var ErrStopped = errors.New("manager stopped")
+
+// ErrShutdownTimeout is returned by Run, wrapped with what was still running, when
+// runnables or caches did not stop within Options.ShutdownTimeout.
+var ErrShutdownTimeout = errors.New("shutdown timed out")
+
+// Runnable is anything the Manager runs: Run is called with a context that ends when the
+// Manager stops (or, for a runnable that needs leader election, when leadership ends),
+// and must return soon after. A non-nil error stops the Manager.
+type Runnable interface {
+	Run(ctx context.Context) error
+}
+
+// RunnableFunc adapts a plain function to a Runnable.
+type RunnableFunc func(ctx context.Context) error
+
+// Run calls f.
+func (f RunnableFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// LeaderElectionRunnable is implemented by runnables that say whether they need leader
+// election. A Runnable that does not implement it needs it, as in controller-runtime: by
+// default nothing that may write runs on two replicas at once.
+type LeaderElectionRunnable interface {
+	NeedLeaderElection() bool
+}
+
+// EveryReplica returns r as a Runnable that runs on every replica, leader or not, for as
+// long as the Manager runs: a metrics server, a cache warmer, a webhook.
+func EveryReplica(r Runnable) Runnable { return everyReplica{r} }
+
+type everyReplica struct{ Runnable }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
+
+// PanicError reports a panic recovered from a Runnable. It stops the Manager like an
+// error.
+type PanicError struct {
+	// Runnable is the name the runnable was added under.
+	Runnable string
+	// Value is what the runnable panicked with.
+	Value any
+	// Stack is the runnable's goroutine stack at the panic.
+	Stack []byte
+}
+
+// Error describes the panic and its runnable.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("runnable %q panicked: %v", e.Runnable, e.Value)
+}
+
+// Options configure a Manager. The zero value runs everything on this replica alone, with
+// no probe server and a 30-second shutdown timeout.
+type Options struct {
+	// LeaderElection, when set, runs the runnables that need leader election (every
+	// Loop, and by default every Runnable) only while this replica holds its Lease. Caches
+	// run on every replica, so a new leader starts warm. Leadership lost (a renewal that
+	// failed) stops them, their in-flight reconciles finished, and the replica campaigns
+	// again: the runnables run once per term, so they must be runnable again after they
+	// returned, as typed.Loop is. The Lease is released only once they have all returned.
+	LeaderElection *typed.LeaderElection
+	// ShutdownTimeout bounds how long Run waits, once its context ended or a runnable
+	// failed, for runnables to return and then caches to stop; DefaultShutdownTimeout when
+	// zero, no bound when negative.
+	ShutdownTimeout time.Duration
+	// HealthProbeAddress, when set (":8081"), is where Run serves /healthz and /readyz
+	// (see HealthzHandler and ReadyzHandler) until it returns.
+	HealthProbeAddress string
+	// HealthProbeListener, when set, is used instead of listening on HealthProbeAddress;
+	// Run closes it when it returns.
+	HealthProbeListener net.Listener
+}
+
+type state int
+
+const (
+	idle     state = iota
+	running        // caches and runnables start
+	stopping       // runnables are stopping; caches still run
+	stopped        // caches are stopping or stopped
+)
+
+type runnable struct {
+	name   string
+	r      Runnable
+	leader bool
+}
+
+// term is one term of leadership: the runnables that need leader election run in it.
+type term struct {
+	ctx context.Context
+	wg  sync.WaitGroup
+}
+
+// Manager runs shared caches, reconcile loops and the program's own runnables together,
+// with leader election, health probes and a graceful shutdown. Create it with New, get
+// caches with Acquire, add loops with NewLoop and runnables with Add, then call Run.
+type Manager struct {
+	opts Options
+
+	mu      sync.Mutex
+	state   state
+	entries map[cacheKey]*entry // the shared caches, by key
+	private uint64              // the last key given to a cache that is never shared
+	// cacheCtx is the context of the caches while Run runs: it outlives the runnables'.
+	cacheCtx  context.Context
+	caches    sync.WaitGroup // cache goroutines
+	runnables []*runnable
+	runCtx    context.Context // of the runnables that run on every replica
+	cancelRun context.CancelCauseFunc
+	every     sync.WaitGroup // runnables that run on every replica
+	term      *term          // the current term of leadership, nil when not leading
+	active    map[string]int // runnables running, by name, for the shutdown timeout's error
+	ended     bool           // Run has returned
+	errs      []error
+	loops     []*loopNeeds
+	checks    map[probe][]namedCheck
+}
+
+// New returns a Manager with opts, ready to Run.
+func New(opts Options) *Manager {
+	return &Manager{
+		opts:    opts,
+		entries: map[cacheKey]*entry{},
+		active:  map[string]int{},
+		checks:  map[probe][]namedCheck{},
+	}
+}
+
+// Add registers r under name (used in logs and errors). It runs, on a goroutine of its
+// own, while this replica leads, or for as long as the Manager runs when it does not need
+// leader election (see LeaderElectionRunnable, EveryReplica). Added while the Manager
+// runs, it starts at once (when it needs leader election: at once if this replica leads,
+// else in its next term). A panic in r is recovered and stops the Manager as an error
+// (*PanicError) would. Add returns an error wrapping typed.ErrNilArgument for a nil r, and
+// ErrStopped once the Manager is stopping.
+func (m *Manager) Add(name string, r Runnable) error {
+	if m == nil {
+		return fmt.Errorf("%w: Add's manager", typed.ErrNilArgument)
+	}
+	inner := r
+	if e, ok := r.(everyReplica); ok {
+		inner = e.Runnable
+	}
+	if nilness.IsNil(inner) {
+		return fmt.Errorf("%w: runnable %q", typed.ErrNilArgument, name)
+	}
+	leader, err := needsLeader(name, r)
+	if err != nil {
+		return err
+	}
+	return m.add(&runnable{name: name, r: r, leader: leader})
+}
+
+// needsLeader asks r whether it needs leader election, recovering a panic.
+func needsLeader(name string, r Runnable) (leader bool, err error) {
+	l, ok := r.(LeaderElectionRunnable)
+	if !ok {
+		return true, nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("runnable %q: NeedLeaderElection panicked: %v", name, v)
+		}
+	}()
+	return l.NeedLeaderElection(), nil
+}
+
+func (m *Manager) add(rn *runnable) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state >= stopping {
+		return ErrStopped
+	}
+	m.runnables = append(m.runnables, rn)
+	switch {
+	case m.state != running:
+	case !rn.leader:
+		m.startLocked(m.runCtx, &m.every, rn)
+	case m.term != nil:
+		m.startLocked(m.term.ctx, &m.term.wg, rn)
+	}
+	return nil
+}
+
+// startLocked runs rn on a goroutine counted by wg. Called with m.mu held.
+func (m *Manager) startLocked(ctx context.Context, wg *sync.WaitGroup, rn *runnable) {
+	wg.Add(1)
+	m.active[rn.name]++
+	go func() {
+		defer wg.Done() // last, so that waiting for wg waits for the error too
+		err := call(ctx, rn)
+		m.mu.Lock()
+		if m.active[rn.name]--; m.active[rn.name] == 0 {
+			delete(m.active, rn.name)
+		}
+		m.mu.Unlock()
+		if err != nil {
+			m.fail(ctx, err)
+		}
+	}()
+}
+
+// call runs rn, turning a panic into a *PanicError.
+func call(ctx context.Context, rn *runnable) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Runnable: rn.name, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	if err := rn.r.Run(ctx); err != nil {
+		return fmt.Errorf("runnable %q: %w", rn.name, err)
+	}
+	return nil
+}
+
+// fail records err, logs it at error level, and stops the Manager.
+func (m *Manager) fail(ctx context.Context, err error) {
+	logger := klog.FromContext(ctx)
+	var p *PanicError
+	if errors.As(err, &p) {
+		logger.Error(err, "runnable panicked; stopping the manager", "runnable", p.Runnable, "stack", string(p.Stack))
+	} else {
+		logger.Error(err, "stopping the manager")
+	}
+	m.mu.Lock()
+	m.errs = append(m.errs, err)
+	cancel := m.cancelRun
+	m.mu.Unlock()
+	cancel(err)
+}
+
+// Run runs the Manager until ctx ends or a runnable fails: it serves the health probes,
+// starts every cache acquired so far (and every cache acquired later, as it is acquired),
+// the runnables that run on every replica, and leader election, whose terms run the loops
+// and the other runnables.
+//
+// Then it shuts down gracefully: it ends the runnables' contexts (loops stop taking keys
+// and let in-flight reconciles finish), waits for them to return and for leader election
+// to release the Lease, then stops the caches and the probe server. It returns nil after a
+// clean stop, or every runnable's error joined (a panic as *PanicError), each wrapped with
+// the runnable's name. It returns no later than Options.ShutdownTimeout after the
+// shutdown began, with an error wrapping ErrShutdownTimeout that names what still ran:
+// their goroutines are left behind, and while leading, the Lease is renewed until they
+// return so that no other replica leads meanwhile; the program should exit. Otherwise Run
+// leaves no goroutine behind. It returns ErrAlreadyStarted when called again.
+func (m *Manager) Run(ctx context.Context) error {
+	if m == nil {
+		return fmt.Errorf("%w: Run's manager", typed.ErrNilArgument)
+	}
+	logger := klog.FromContext(ctx)
+	m.mu.Lock()
+	if m.state != idle {
+		m.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	m.state = running
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The caches outlive the runnables, which read them while they finish.
+	cacheCtx, stopCaches := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCaches()
+	m.runCtx, m.cancelRun, m.cacheCtx = runCtx, cancel, cacheCtx
+	m.mu.Unlock()
+
+	probes, err := m.serveProbes(ctx)
+	if err != nil {
+		m.mu.Lock()
+		m.state = stopped
+		m.mu.Unlock()
+		return err
+	}
+	m.mu.Lock()
+	for _, e := range m.entries {
+		m.startEntryLocked(e)
+	}
+	for _, rn := range m.runnables {
+		if !rn.leader {
+			m.startLocked(runCtx, &m.every, rn)
+		}
+	}
+	m.mu.Unlock()
+	leaderDone := make(chan struct{})
+	go func() {
+		defer close(leaderDone)
+		m.runLeader(runCtx)
+	}()
+	logger.Info("manager started", "leaderElection", m.opts.LeaderElection != nil)
+
+	<-runCtx.Done()
+	return m.shutdown(ctx, stopCaches, leaderDone, probes)
+}
+
+// runLeader runs the runnables that need leader election: in every term of leadership,
+// or once for as long as ctx lasts without leader election.
+func (m *Manager) runLeader(ctx context.Context) {
+	le := m.opts.LeaderElection
+	if le == nil {
+		m.lead(ctx)
+		return
+	}
+	if err := le.Run(ctx, m.lead); err != nil {
+		m.fail(ctx, fmt.Errorf("leader election: %w", err))
+	}
+}
+
+// lead runs one term: it starts the runnables that need leader election, and returns once
+// the term has ended and they have all returned, so that the Lease is released only then.
+func (m *Manager) lead(ctx context.Context) {
+	t := &term{ctx: ctx}
+	m.mu.Lock()
+	if m.state != running {
+		m.mu.Unlock()
+		return
+	}
+	m.term = t
+	for _, rn := range m.runnables {
+		if rn.leader {
+			m.startLocked(ctx, &t.wg, rn)
+		}
+	}
+	m.mu.Unlock()
+	<-ctx.Done()
+	m.mu.Lock()
+	m.term = nil
+	m.mu.Unlock()
+	t.wg.Wait()
+}
+
+// shutdown stops the runnables, then the caches, then the probe server, within the
+// shutdown timeout, and returns Run's error.
+func (m *Manager) shutdown(ctx context.Context, stopCaches context.CancelFunc, leaderDone <-chan struct{}, probes *probeServer) error {
+	logger := klog.FromContext(ctx)
+	m.mu.Lock()
+	m.state = stopping
+	m.mu.Unlock()
+	timeout := m.opts.ShutdownTimeout
+	if timeout == 0 {
+		timeout = DefaultShutdownTimeout
+	}
+	logger.Info("manager shutting down", "timeout", timeout)
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	var late []string
+	runnablesDone := waitAll(m.every.Wait, func() { <-leaderDone })
+	select {
+	case <-runnablesDone:
+	case <-expired:
+		late = m.stillRunning(leaderDone)
+	}
+
+	m.mu.Lock()
+	m.state = stopped
+	stopCaches()
+	m.mu.Unlock()
+	if late == nil {
+		select {
+		case <-waitAll(m.caches.Wait):
+		case <-expired:
+			late = []string{"caches"}
+		}
+	}
+	probes.stop()
+
+	m.mu.Lock()
+	errs := slices.Clone(m.errs)
+	m.ended = true
+	m.mu.Unlock()
+	if late != nil {
+		err := fmt.Errorf("%w after %v: still running: %q", ErrShutdownTimeout, timeout, late)
+		logger.Error(err, "manager stopped, leaving goroutines behind")
+		errs = append(errs, err)
+	} else {
+		logger.Info("manager stopped")
+	}
+	return errors.Join(errs...)
+}
+
+// stillRunning names the runnables that have not returned.
+func (m *Manager) stillRunning(leaderDone <-chan struct{}) []string {
+	m.mu.Lock()
+	late := slices.Sorted(maps.Keys(m.active))
+	m.mu.Unlock()
+	select {
+	case <-leaderDone:
+	default:
+		if len(late) == 0 {
+			late = append(late, "leader election")
+		}
+	}
+	return late
+}
+
+// waitAll returns a channel closed once every wait has returned. Its goroutine outlives
+// a shutdown that timed out, until the waits return.
+func waitAll(waits ...func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, wait := range waits {
+			wait()
+		}
+	}()
+	return done
+}
+
+// probeServer serves the health probes while Run runs; a nil one serves nothing.
+type probeServer struct {
+	srv  *http.Server
+	done chan struct{}
+}
+
+// serveProbes starts serving /healthz and /readyz, if the options ask for it.
+func (m *Manager) serveProbes(ctx context.Context) (*probeServer, error) {
+	l := m.opts.HealthProbeListener
+	if l == nil && m.opts.HealthProbeAddress == "" {
+		return nil, nil
+	}
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", m.opts.HealthProbeAddress); err != nil {
+			return nil, fmt.Errorf("serving health probes: %w", err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", m.HealthzHandler())
+	mux.Handle("/readyz", m.ReadyzHandler())
+	p := &probeServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+	logger := klog.FromContext(ctx)
+	logger.Info("serving health probes", "address", l.Addr().String())
+	go func() {
+		defer close(p.done)
+		if err := p.srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			m.fail(ctx, fmt.Errorf("health probe server: %w", err))
+		}
+	}()
+	return p, nil
+}
+
+func (p *probeServer) stop() {
+	if p == nil {
+		return
+	}
+	_ = p.srv.Close()
+	<-p.done
+}
