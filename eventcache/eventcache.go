@@ -98,6 +98,10 @@ type EventQueueCollection[T event.Object] struct {
 	backlog *queue.Backlog[T]
 	known   *Store[T]
 	keyFunc event.KeyFunc[T]
+	// defaultKeys says keyFunc is event.ObjectKey, whose keys Add builds in a buffer and
+	// looks up among the known objects' keys, so that a change to a known object
+	// allocates no key.
+	defaultKeys bool
 }
 
 // NewEventQueueCollection returns an empty collection that reads the known objects from
@@ -105,7 +109,7 @@ type EventQueueCollection[T event.Object] struct {
 func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *EventQueueCollection[T] {
 	c := &EventQueueCollection[T]{known: known, keyFunc: opts.KeyFunc}
 	if c.keyFunc == nil {
-		c.keyFunc = event.ObjectKey[T]
+		c.keyFunc, c.defaultKeys = event.ObjectKey[T], true
 	}
 	c.backlog = queue.NewBacklog(queue.BacklogOptions[T]{
 		Compression: opts.Compression,
@@ -122,12 +126,31 @@ func (c *EventQueueCollection[T]) Add(e event.Event[T]) error {
 	if e.Type < event.Added || e.Type > event.Deleted {
 		return fmt.Errorf("%w: type %v", ErrInvalidEvent, e.Type)
 	}
-	key, err := c.keyFunc(e.Object)
+	key, err := c.key(e.Object)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
 	c.backlog.Push(key, e)
 	return nil
+}
+
+// key returns obj's key. With the default key function, a namespaced object that is
+// known gets the key string the store holds rather than a new one.
+func (c *EventQueueCollection[T]) key(obj T) (string, error) {
+	var zero T
+	if !c.defaultKeys || obj == zero {
+		return c.keyFunc(obj)
+	}
+	ns, name := obj.GetNamespace(), obj.GetName()
+	if ns == "" || name == "" {
+		return c.keyFunc(obj) // no concatenation to save, or an error to report
+	}
+	var buf [128]byte
+	b := append(append(append(buf[:0], ns...), '/'), name...)
+	if key, ok := c.known.internKey(b); ok {
+		return key, nil
+	}
+	return string(b), nil
 }
 
 // Replace records a list, atomically: a synchronization addition for every listed

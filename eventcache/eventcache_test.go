@@ -3,6 +3,7 @@ package eventcache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"testing"
@@ -531,6 +532,35 @@ func TestRelistOfARecreatedObjectDeliversDeletionThenAddition(t *testing.T) {
 		{Key: "ns/a", Type: event.Added, RV: "5", Sync: true},
 		{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true},
 	}
+	if diff := cmp.Diff(want, p.drain()); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+}
+
+// TestAddOfAKnownObjectReusesItsKey: with the default key function, Add builds the key of
+// a known namespaced object in a buffer and reuses the stored key string, so that a
+// change to a known object allocates nothing (its pending entry is merged into).
+func TestAddOfAKnownObjectReusesItsKey(t *testing.T) {
+	p := newPipeline()
+	p.replace(t, cm("a", "1"))
+	p.drain()
+	rv := 1
+	objs := make([]obj, 0, 202)
+	for range cap(objs) {
+		rv++
+		objs = append(objs, cm("a", fmt.Sprint(rv)))
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := p.c.Add(ev{Type: event.Modified, Object: objs[i]}); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("Add of a known object allocated %v times per call, want 0", allocs)
+	}
+	want := []delivered{{Key: "ns/a", Type: event.Modified, RV: objs[i-1].ResourceVersion, PriorRV: "1"}}
 	if diff := cmp.Diff(want, p.drain()); diff != "" {
 		t.Errorf("delivered (-want +got):\n%s", diff)
 	}

@@ -31,14 +31,22 @@ var ErrNoIndex = fmt.Errorf("no such index")
 // Objects are shared, not copied: callers must treat every returned object as read-only,
 // as with client-go's listers.
 type Store[T event.Object] struct {
-	mu       sync.RWMutex
-	items    map[string]T
+	mu sync.RWMutex
+	// items holds each object in an item of its own, so that an update changes the item
+	// rather than the map, and the key string is found again from a key's bytes (see
+	// internKey).
+	items    map[string]*item[T]
 	indexers Indexers[T]
 	// indices maps index name -> indexed value -> set of keys.
 	indices map[string]map[string]map[string]struct{}
 	// nsSizes, set by reserve, sizes each namespace's key set of the namespace index when
 	// it is created, so that the first list does not rehash the sets as they fill.
 	nsSizes map[string]int
+}
+
+type item[T event.Object] struct {
+	key string
+	obj T
 }
 
 // Writer is the single writing handle of a Store. The ResourceTrackingConsumer holds it;
@@ -51,7 +59,7 @@ type Writer[T event.Object] struct {
 // extra indexes.
 func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 	s := &Store[T]{
-		items:    make(map[string]T),
+		items:    make(map[string]*item[T]),
 		indexers: Indexers[T]{},
 		indices:  map[string]map[string]map[string]struct{}{NamespaceIndex: {}},
 	}
@@ -82,11 +90,16 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prior, existed = s.items[key]
-	if existed && onlyNewer && event.NotNewer(prior, obj) {
-		return prior, true, true, nil
+	it, existed := s.items[key]
+	if existed {
+		prior = it.obj
+		if onlyNewer && event.NotNewer(prior, obj) {
+			return prior, true, true, nil
+		}
+		it.obj = obj
+	} else {
+		s.items[key] = &item[T]{key: key, obj: obj}
 	}
-	s.items[key] = obj
 	// The namespace index is maintained inline: it is on every store, and an IndexFunc
 	// call would allocate two slices per update.
 	if ns := obj.GetNamespace(); !existed || prior.GetNamespace() != ns {
@@ -131,10 +144,11 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prior, existed = s.items[key]
+	it, existed := s.items[key]
 	if !existed {
 		return prior, false
 	}
+	prior = it.obj
 	delete(s.items, key)
 	removeKey(s.indices[NamespaceIndex], prior.GetNamespace(), key)
 	for name, fn := range s.indexers {
@@ -178,9 +192,12 @@ func sameValues(a, b []string) bool {
 // Get returns the object stored under key.
 func (s *Store[T]) Get(key string) (T, bool) {
 	s.mu.RLock()
-	obj, ok := s.items[key]
-	s.mu.RUnlock()
-	return obj, ok
+	defer s.mu.RUnlock()
+	if it, ok := s.items[key]; ok {
+		return it.obj, true
+	}
+	var zero T
+	return zero, false
 }
 
 // GetByName returns the object with the given namespace ("" for cluster-scoped objects)
@@ -204,8 +221,8 @@ func (s *Store[T]) List() []T {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]T, 0, len(s.items))
-	for _, obj := range s.items {
-		out = append(out, obj)
+	for _, it := range s.items {
+		out = append(out, it.obj)
 	}
 	return out
 }
@@ -234,7 +251,7 @@ func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
 	set := idx[value]
 	out := make([]T, 0, len(set))
 	for k := range set {
-		out = append(out, s.items[k])
+		out = append(out, s.items[k].obj)
 	}
 	return out, nil
 }
@@ -272,7 +289,7 @@ func (s *Store[T]) reserve(objects []T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.items) == 0 && len(objects) > 0 {
-		s.items = make(map[string]T, len(objects))
+		s.items = make(map[string]*item[T], len(objects))
 		s.nsSizes = sizes
 	}
 }
@@ -284,13 +301,24 @@ func (s *Store[T]) has(key string) bool {
 	return ok
 }
 
+// internKey returns the stored key spelled by b, so that a caller that builds keys in a
+// buffer allocates a key string only for keys the store does not hold.
+func (s *Store[T]) internKey(b []byte) (string, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if it, ok := s.items[string(b)]; ok {
+		return it.key, true
+	}
+	return "", false
+}
+
 // Range calls fn for every key and object, in no particular order, until fn returns
 // false. The store is read-locked meanwhile: fn must not write to it.
 func (s *Store[T]) Range(fn func(key string, obj T) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for k, obj := range s.items {
-		if !fn(k, obj) {
+	for k, it := range s.items {
+		if !fn(k, it.obj) {
 			return
 		}
 	}

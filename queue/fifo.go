@@ -19,10 +19,13 @@ type FIFO[T event.Object] struct {
 	// key pending and every pop retires it, so reuse saves allocations per event.
 	free  *entry[T]
 	nfree int
-	// peak is the most keys pending since the FIFO was last empty. Go maps never shrink,
-	// and lookups in a map grown by a burst (an initial list of 100,000 objects) are cache
-	// misses ever after, so an emptied FIFO that had a large peak starts a new map.
-	peak int
+	// Go maps never shrink, and lookups in a map grown by a burst (an initial list of
+	// 100,000 objects) are cache misses ever after; but a map dropped whenever it empties
+	// is grown again, allocating, by a consumer that regularly falls that far behind. So an
+	// emptied FIFO starts a new map only when the map grew past shrinkPeak keys (grown, the
+	// most keys pending since the map was made) and the keys pending since it was last
+	// empty (peak) used less than a quarter of that: the burst is over.
+	grown, peak int
 }
 
 type entry[T event.Object] struct {
@@ -33,7 +36,7 @@ type entry[T event.Object] struct {
 }
 
 const (
-	// shrinkPeak is the peak size past which an emptied FIFO gets a new map.
+	// shrinkPeak is the size past which a map that a burst grew is worth replacing.
 	shrinkPeak = 1024
 	// maxFree is the most recycled entries a FIFO keeps: enough that a consumer running
 	// somewhat behind allocates nothing, few enough that a burst as large as an initial
@@ -81,6 +84,7 @@ func (f *FIFO[T]) Push(key string, e event.Event[T], mark bool) {
 		}
 		f.entries[key] = en
 		f.peak = max(f.peak, len(f.entries))
+		f.grown = max(f.grown, f.peak)
 		en.prev = f.tail
 		if f.tail != nil {
 			f.tail.next = en
@@ -171,8 +175,11 @@ func (f *FIFO[T]) remove(en *entry[T]) {
 		f.marked--
 	}
 	f.release(en)
-	if len(f.entries) == 0 && f.peak > shrinkPeak {
-		f.entries = make(map[string]*entry[T])
+	if len(f.entries) == 0 {
+		if f.grown > shrinkPeak && f.peak < f.grown/4 {
+			f.entries = make(map[string]*entry[T])
+			f.grown = 0
+		}
 		f.peak = 0
 	}
 }
