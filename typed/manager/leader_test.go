@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -219,6 +220,12 @@ func TestLosingLeadershipStopsLoopsKeepsCachesAndLeadsAgain(t *testing.T) {
 	if got := receive(t, ts.events, "a stops leading once it cannot renew"); got != "a stops" {
 		t.Fatalf("%s, want a to stop leading", got)
 	}
+	// The Lease is released only once every leader runnable has returned: from then on
+	// nothing may reconcile until a leads again.
+	eventually(t, "a releases the Lease", func() bool {
+		lease, err := server.CoordinationV1().Leases("default").Get(context.Background(), "manager-test", metav1.GetOptions{})
+		return err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") == ""
+	})
 	_ = must(f.Create(configMap("a", "three", nil)))
 	eventually(t, "the cache, still running, gets a/three", func() bool { _, ok := a.cache.Get("a/three"); return ok })
 	if p := get(a.m.ReadyzHandler(), "/readyz"); p.Code != http.StatusOK {
