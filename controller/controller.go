@@ -207,7 +207,7 @@ func (c *Controller[T, L]) startRunner(ctx context.Context, r *runner[T]) {
 //
 // Handing over the current state takes time proportional to the number of known objects
 // (copying references into the new handler's backlog, never calling a handler), during
-// which the consumer pauses between two keys, as client-go's AddEventHandler pauses its
+// which the consumer pauses between two batches of keys, as client-go's AddEventHandler pauses its
 // informer. Unlike client-go's, the reflector does not wait: what it records meanwhile is
 // queued, and delivered after the copy.
 func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration, error) {
