@@ -1,0 +1,214 @@
+package e2e
+
+// typed/manager on a real kube-apiserver: loops sharing one watch, readiness following
+// the caches' sync, and a graceful shutdown with a reconcile in flight.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/manager"
+)
+
+// serverWatches returns how many WATCH requests of namespaced ConfigMaps kube-apiserver
+// is serving, from its apiserver_longrunning_requests gauge.
+func serverWatches(ctx context.Context, kube kubernetes.Interface) (int, error) {
+	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") ||
+			!strings.Contains(line, `resource="configmaps"`) || !strings.Contains(line, `scope="namespace"`) ||
+			!strings.Contains(line, `verb="WATCH"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("reading %q: %w", line, err)
+		}
+		n += int(v)
+	}
+	return n, sc.Err()
+}
+
+// keyLog records the keys a reconciler saw.
+type keyLog struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (l *keyLog) reconciler() typed.ReconcilerFunc[cm] {
+	return func(_ context.Context, req typed.Request[cm]) (typed.Result, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.keys == nil {
+			l.keys = map[string]bool{}
+		}
+		l.keys[req.Key] = true
+		return typed.Result{}, nil
+	}
+}
+
+func (l *keyLog) seen() map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]bool{}
+	for k := range l.keys {
+		out[k] = true
+	}
+	return out
+}
+
+// Two loops over the same ConfigMaps, each acquiring its cache, cost the server one list
+// and one watch.
+func TestManagerLoopsShareOneWatch(t *testing.T) {
+	const ns = "manager-share"
+	_, admin := setUp(t, ns)
+	for i := range 3 {
+		createConfigMap(t, admin.kube, ns, fmt.Sprintf("cm-%d", i), nil)
+	}
+	before, err := serverWatches(timeout(t), admin.kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ConfigMap watches on the server before the manager runs: %d", before)
+
+	recorded := &requests[cm, cmList]{lw: admin.kube.CoreV1().ConfigMaps(ns)}
+	src := manager.Namespaced[cm](func(string) *requests[cm, cmList] { return recorded })
+	m := manager.New(manager.Options{})
+	logs := map[string]*keyLog{"first": {}, "second": {}}
+	for name, log := range logs {
+		c, err := manager.Acquire(m, src, manager.CacheOptions[cm]{Namespaces: []string{ns}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+		if _, err := manager.NewLoop(c, log.reconciler(), typed.Options{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(t, m)
+	want := map[string]bool{ns + "/cm-0": true, ns + "/cm-1": true, ns + "/cm-2": true}
+	waitUntil(t, "both loops to reconcile every ConfigMap", func() (bool, string) {
+		got := map[string]map[string]bool{"first": logs["first"].seen(), "second": logs["second"].seen()}
+		diff := cmp.Diff(map[string]map[string]bool{"first": want, "second": want}, got)
+		return diff == "", diff
+	})
+	waitUntil(t, "the server to serve the manager's watch", func() (bool, string) {
+		n, err := serverWatches(timeout(t), admin.kube)
+		return err == nil && n == before+1, fmt.Sprintf("%d watches (%v), want %d", n, err, before+1)
+	})
+	lists, watches, _ := recorded.snapshot()
+	if len(lists) != 1 || len(watches) != 1 {
+		t.Errorf("the manager listed %d times and watched %d times, want once each for two loops", len(lists), len(watches))
+	}
+}
+
+// /readyz fails while a loop's cache cannot sync (its user may not list ConfigMaps yet),
+// and passes once it can and has.
+func TestManagerReadinessFollowsTheCachesSync(t *testing.T) {
+	const ns = "manager-ready"
+	cp, admin := setUp(t, ns)
+	createConfigMap(t, admin.kube, ns, "settings", nil)
+	bob := newClients(t, cp.UserConfig("bob"))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := manager.New(manager.Options{HealthProbeListener: l})
+	c, err := manager.Acquire(m, manager.Namespaced[cm](bob.kube.CoreV1().ConfigMaps), manager.CacheOptions[cm]{Namespaces: []string{ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if _, err := manager.NewLoop(c, (&keyLog{}).reconciler(), typed.Options{Name: "settings"}); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	readyz := func() (int, string) {
+		resp, err := client.Get("http://" + l.Addr().String() + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+		}
+		return resp.StatusCode, b.String()
+	}
+	start(t, m)
+	if code, body := readyz(); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while bob may not list ConfigMaps = %d:\n%s\nwant 503", code, body)
+	}
+	grantConfigMapReader(t, admin.kube, bob.kube, ns, "bob")
+	waitUntil(t, "/readyz to pass once the cache has synced", func() (bool, string) {
+		code, body := readyz()
+		return code == http.StatusOK, body
+	})
+	if !c.HasSynced() {
+		t.Error("/readyz passed before the loop's cache synced")
+	}
+}
+
+// Shutting down with a reconcile in flight lets it finish, reading the cache and writing
+// to the server, before the caches stop; then nothing is left running.
+func TestManagerShutdownWithAReconcileInFlight(t *testing.T) {
+	const ns = "manager-shutdown"
+	_, admin := setUp(t, ns)
+	createConfigMap(t, admin.kube, ns, "settings", nil)
+	m := manager.New(manager.Options{})
+	c, err := manager.Acquire(m, manager.Namespaced[cm](admin.kube.CoreV1().ConfigMaps), manager.CacheOptions[cm]{Namespaces: []string{ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	inFlight := make(chan struct{})
+	var finished error
+	if _, err := manager.NewLoop(c, typed.ReconcilerFunc[cm](func(ctx context.Context, req typed.Request[cm]) (typed.Result, error) {
+		close(inFlight)
+		<-ctx.Done() // the shutdown has begun; finishing the work needs a context of its own
+		cached, ok := c.Get(req.Key)
+		if !ok {
+			finished = fmt.Errorf("%s is no longer cached", req.Key)
+			return typed.Result{}, finished
+		}
+		update := cached.DeepCopy()
+		update.Annotations = map[string]string{"reconciled": "yes"}
+		_, finished = admin.kube.CoreV1().ConfigMaps(ns).Update(context.WithoutCancel(ctx), update, metav1.UpdateOptions{})
+		return typed.Result{}, finished
+	}), typed.Options{Name: "settings"}); err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, m)
+	receive(t, inFlight, "a reconcile is in flight")
+	stop() // checks that Run returned nil and left no goroutine
+	if finished != nil {
+		t.Fatalf("the in-flight reconcile could not finish: %v", finished)
+	}
+	got, err := admin.kube.CoreV1().ConfigMaps(ns).Get(timeout(t), "settings", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"reconciled": "yes"}, got.Annotations); diff != "" {
+		t.Errorf("the write of the in-flight reconcile (-want +got):\n%s", diff)
+	}
+}
