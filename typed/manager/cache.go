@@ -146,7 +146,8 @@ type entry struct {
 // shared with every other user of the cache and must not be modified.
 //
 // All methods are safe for concurrent use. Once released, a handle reads as empty and
-// its other methods return ErrReleased.
+// its other methods return ErrReleased; a nil handle reads as empty too, and its other
+// methods return an error wrapping typed.ErrNilArgument.
 type Cache[T event.Object, L reflect.List] struct {
 	m       *Manager
 	name    string
@@ -243,7 +244,7 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 	for i, key := range keys {
 		e := m.entries[key]
 		if e == nil {
-			e = m.newEntryLocked(key, newController(key, lws[i], o))
+			e = m.newEntryLocked(key, newController(m, key, lws[i], o))
 		}
 		e.refs++
 		c.members = append(c.members, member[T, L]{namespace: key.namespace, ctrl: e.ctrl.(*controller.Controller[T, L]), e: e})
@@ -303,8 +304,9 @@ func lacksIndexes[T event.Object](e *entry, indexers eventcache.Indexers[T]) err
 		ErrIndexConflict, e.key, slices.Sorted(maps.Keys(e.indexes)), missing)
 }
 
-func newController[T event.Object, L reflect.List](key cacheKey, lw controller.ListerWatcher[T, L], o CacheOptions[T]) *entry {
-	copts := controller.Options[T]{Name: key.String(), Transform: o.Transform, Indexers: o.Indexers}
+func newController[T event.Object, L reflect.List](m *Manager, key cacheKey, lw controller.ListerWatcher[T, L], o CacheOptions[T]) *entry {
+	copts := controller.Options[T]{Name: key.String(), Transform: o.Transform, Indexers: o.Indexers,
+		ResyncPeriod: m.opts.ResyncPeriod, Metrics: m.cacheMetrics(key.String())}
 	if key.labels != "" || key.fields != "" {
 		copts.ListOptions = typed.Selectors(o.LabelSelector, o.FieldSelector)
 	}
@@ -314,6 +316,24 @@ func newController[T event.Object, L reflect.List](key cacheKey, lw controller.L
 		e.indexes[name] = true
 	}
 	return e
+}
+
+// cacheMetrics returns Options.CacheMetrics for the cache named name; none when it gives
+// none or panics. Called with m.mu held.
+func (m *Manager) cacheMetrics(name string) (metrics controller.Metrics) {
+	if m.opts.CacheMetrics == nil {
+		return nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			metrics = nil
+			klog.Background().Error(fmt.Errorf("panic: %v", v), "Options.CacheMetrics panicked; the cache has no metrics", "cache", name)
+		}
+	}()
+	if metrics = m.opts.CacheMetrics(name); nilness.IsNil(metrics) {
+		return nil
+	}
+	return metrics
 }
 
 // newEntryLocked registers e, and starts it if m runs. Called with m.mu held.
@@ -380,7 +400,12 @@ func (m *Manager) release(es []*entry) <-chan struct{} {
 }
 
 // Name describes the cache: its resource, scope, selectors and transform.
-func (c *Cache[T, L]) Name() string { return c.name }
+func (c *Cache[T, L]) Name() string {
+	if c == nil {
+		return ""
+	}
+	return c.name
+}
 
 // Release gives the handle back: it removes the handlers added through it, and stops the
 // cache if this was its last handle. It returns at once, with a channel that is closed
@@ -388,6 +413,9 @@ func (c *Cache[T, L]) Name() string { return c.name }
 // it can be called from a handler of the cache itself. It is idempotent; every call
 // returns the same channel.
 func (c *Cache[T, L]) Release() <-chan struct{} {
+	if c == nil {
+		return closedChan
+	}
 	c.releaseOnce.Do(func() {
 		c.mu.Lock()
 		c.released.Store(true)
@@ -406,9 +434,16 @@ func (c *Cache[T, L]) Release() <-chan struct{} {
 	return c.releasedCh
 }
 
-// view returns the members to read, none once the handle is released.
+// closedChan is what Release returns for a nil handle: there is nothing to wait for.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// view returns the members to read, none once the handle is released (or for a nil one).
 func (c *Cache[T, L]) view() []member[T, L] {
-	if c.released.Load() {
+	if c == nil || c.released.Load() {
 		return nil
 	}
 	return c.members
@@ -504,6 +539,9 @@ func (c *Cache[T, L]) HasSynced() bool {
 // WaitForSync blocks until HasSynced is true (returning nil), ctx is done (returning
 // ctx.Err()), or returns ErrReleased for a released handle.
 func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
+	if c == nil {
+		return fmt.Errorf("%w: a nil Cache", typed.ErrNilArgument)
+	}
 	if c.released.Load() {
 		return ErrReleased
 	}
@@ -523,6 +561,9 @@ func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
 func (c *Cache[T, L]) AddHandler(name string, h controller.Handler[T]) (*Registration, error) {
 	if nilness.IsNil(h) {
 		return nil, fmt.Errorf("%w: handler %q", controller.ErrNilHandler, name)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: a nil Cache", typed.ErrNilArgument)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -575,6 +616,9 @@ type Registration struct {
 // HasSynced reports whether the handler has handled the initial state of every namespace
 // (see controller.Registration.HasSynced).
 func (r *Registration) HasSynced() bool {
+	if r == nil {
+		return false
+	}
 	for _, reg := range r.regs {
 		if !reg.HasSynced() {
 			return false
@@ -586,6 +630,9 @@ func (r *Registration) HasSynced() bool {
 // WaitForSync blocks until HasSynced is true (returning nil) or ctx is done (returning
 // ctx.Err()).
 func (r *Registration) WaitForSync(ctx context.Context) error {
+	if r == nil {
+		return fmt.Errorf("%w: a nil Registration", typed.ErrNilArgument)
+	}
 	for _, reg := range r.regs {
 		if err := reg.WaitForSync(ctx); err != nil {
 			return err
@@ -596,6 +643,9 @@ func (r *Registration) WaitForSync(ctx context.Context) error {
 
 // Pending returns the number of keys waiting in the handler's backlogs.
 func (r *Registration) Pending() int {
+	if r == nil {
+		return 0
+	}
 	n := 0
 	for _, reg := range r.regs {
 		n += reg.Pending()
@@ -606,6 +656,9 @@ func (r *Registration) Pending() int {
 // Remove stops delivering events to the handler, as controller.Registration.Remove does.
 // It is idempotent, and may be called from the handler.
 func (r *Registration) Remove() {
+	if r == nil {
+		return
+	}
 	r.removed.Do(func() {
 		for _, reg := range r.regs {
 			reg.Remove()

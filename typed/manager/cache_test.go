@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
@@ -547,5 +549,61 @@ func TestUnstructuredCachesNeedAResource(t *testing.T) {
 	_, err = manager.Acquire(m, manager.Dynamic(nil, corev1.SchemeGroupVersion.WithResource("configmaps"), false))
 	if !errors.Is(err, typed.ErrNilArgument) {
 		t.Errorf("Acquire through a nil dynamic client = %v, want ErrNilArgument", err)
+	}
+}
+
+// listCounter is a controller.Metrics that counts lists.
+type listCounter struct{ lists atomic.Int32 }
+
+func (m *listCounter) Listed(int, time.Duration)            { m.lists.Add(1) }
+func (m *listCounter) WatchEvent(watch.EventType)           {}
+func (m *listCounter) ResourceVersion(string)               {}
+func (m *listCounter) Error()                               {}
+func (m *listCounter) QueueDepth(int)                       {}
+func (m *listCounter) HandlerLatency(string, time.Duration) {}
+func (m *listCounter) HandlerPanic(string)                  {}
+
+// The Manager's ResyncPeriod and CacheMetrics apply to every shared controller, and
+// CacheMetrics is asked once per controller, however many handles share it.
+func TestTheManagersCacheOptionsApplyToEverySharedController(t *testing.T) {
+	f := fake.New[cm, cmList](configMap("a", "one", nil), configMap("b", "two", nil))
+	var mu sync.Mutex
+	metrics := map[string]*listCounter{}
+	m := manager.New(manager.Options{
+		ResyncPeriod: 10 * time.Millisecond,
+		CacheMetrics: func(name string) controller.Metrics {
+			mu.Lock()
+			defer mu.Unlock()
+			metrics[name] = &listCounter{}
+			return metrics[name]
+		},
+	})
+	run(t, m)
+	both := acquire(t, m, source(f), manager.CacheOptions[cm]{Namespaces: []string{"a", "b"}})
+	defer both.Release()
+	a := acquire(t, m, source(f), manager.CacheOptions[cm]{Namespaces: []string{"a"}})
+	defer a.Release()
+	if err := both.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	lists := map[string]int32{}
+	for name, c := range metrics {
+		lists[name] = c.lists.Load()
+	}
+	mu.Unlock()
+	if diff := cmp.Diff(map[string]int32{"*v1.ConfigMap namespace=a": 1, "*v1.ConfigMap namespace=b": 1}, lists); diff != "" {
+		t.Errorf("lists counted by each controller's metrics (-want +got):\n%s", diff)
+	}
+	resynced := make(chan string, 100)
+	if _, err := a.AddHandler("resync", controller.HandlerFunc[cm](func(_ context.Context, e event.Event[cm]) {
+		if e.Sync && e.Type == event.Modified {
+			resynced <- e.Key
+		}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if key := receive(t, resynced, "a resync"); key != "a/one" {
+		t.Errorf("resynced %s, want a/one", key)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/nilness"
 	"github.com/typedinformer/typedinformer/typed"
 )
@@ -97,6 +98,15 @@ type Options struct {
 	// HealthProbeListener, when set, is used instead of listening on HealthProbeAddress;
 	// Run closes it when it returns.
 	HealthProbeListener net.Listener
+	// ResyncPeriod, when positive, makes every cache redeliver each object that has
+	// nothing pending to its handlers and loops that often (controller.Options.ResyncPeriod).
+	ResyncPeriod time.Duration
+	// CacheMetrics, when set, returns the metrics of the shared controller it names (the
+	// Cache.Name of a cache of one namespace; a cache of several has one per namespace),
+	// for example the Prometheus adapter's Controller method. It is called once per
+	// controller, when it is created, with the Manager locked: it must not call the
+	// Manager.
+	CacheMetrics func(cache string) controller.Metrics
 }
 
 type state int

@@ -17,6 +17,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
@@ -443,6 +444,9 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 	var nilFunc manager.RunnableFunc
 	var nilManager *manager.Manager
 	var nilReconciler typed.ReconcilerFunc[cm]
+	var nilCache *manager.Cache[cm, cmList]
+	var nilRegistration *manager.Registration
+	_, addToNil := nilCache.AddHandler("h", controller.HandlerFunc[cm](func(context.Context, event.Event[cm]) {}))
 	keysOf := func(cm) []string { return nil }
 	newLoop := func(c *manager.Cache[cm, cmList], r typed.Reconciler[cm]) error {
 		_, err := manager.NewLoop(c, r, typed.Options{})
@@ -468,12 +472,20 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 		{"Related of a nil cache", manager.Related[cm, cmList](loop, nil, keysOf), typed.ErrNilArgument},
 		{"Related with a nil mapping", manager.Related(loop, c, nil), typed.ErrNilArgument},
 		{"Related of a released cache", manager.Related(loop, released, keysOf), manager.ErrReleased},
+		{"WaitForSync of a nil cache", nilCache.WaitForSync(testContext(t)), typed.ErrNilArgument},
+		{"AddHandler to a nil cache", addToNil, typed.ErrNilArgument},
+		{"WaitForSync of a nil registration", nilRegistration.WaitForSync(testContext(t)), typed.ErrNilArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !errors.Is(tc.err, tc.want) {
 				t.Errorf("got %v, want %v", tc.err, tc.want)
 			}
 		})
+	}
+	_, found := nilCache.Get("a/one")
+	nilRegistration.Remove()
+	if found || nilCache.List() != nil || nilCache.Len() != 0 || nilCache.HasSynced() || !closed(nilCache.Release()) || nilRegistration.HasSynced() {
+		t.Error("a nil cache or registration does not read as empty")
 	}
 	for name, err := range map[string]error{
 		"Add of a runnable whose NeedLeaderElection panics": m.Add("panicky", panickyRunnable{}),
