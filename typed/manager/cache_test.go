@@ -18,7 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
@@ -605,5 +608,30 @@ func TestTheManagersCacheOptionsApplyToEverySharedController(t *testing.T) {
 	}
 	if key := receive(t, resynced, "a resync"); key != "a/one" {
 		t.Errorf("resynced %s, want a/one", key)
+	}
+}
+
+func TestDynamicSourceCachesOneResource(t *testing.T) {
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("v1")
+	obj.SetKind("ConfigMap")
+	obj.SetNamespace("a")
+	obj.SetName("one")
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"}, obj)
+	m := manager.New(manager.Options{})
+	run(t, m)
+	c, err := manager.Acquire(m, manager.Dynamic(dyn, gvr, false), manager.CacheOptions[*unstructured.Unstructured]{Namespaces: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if err := c.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]any{"name": c.Name(), "keys": keys(c.List())}
+	want := map[string]any{"name": "configmaps.v1 namespace=a", "keys": []string{"a/one"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the dynamic cache (-want +got):\n%s", diff)
 	}
 }

@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -56,11 +58,13 @@ func ClusterScoped[T event.Object, L reflect.List](client controller.ListerWatch
 }
 
 // Dynamic returns the Source of any resource through the dynamic client, as
-// *unstructured.Unstructured, with the resource as its Resource so that caches of
-// different resources are never shared.
+// *unstructured.Unstructured, with the resource as its Resource (resource.version.group,
+// "widgets.v1.example.com") so that caches of different resources are never shared.
 func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource, clusterScoped bool) Source[*unstructured.Unstructured, *unstructured.UnstructuredList] {
 	type src = Source[*unstructured.Unstructured, *unstructured.UnstructuredList]
-	s := src{Resource: gvr.String(), ClusterScoped: clusterScoped}
+	// resource.version.group, as kubectl writes a fully qualified resource.
+	name := strings.TrimSuffix(gvr.Resource+"."+gvr.Version+"."+gvr.Group, ".")
+	s := src{Resource: name, ClusterScoped: clusterScoped}
 	if nilness.IsNil(client) {
 		return s // Acquire reports the missing ListerWatcher
 	}
