@@ -1,0 +1,127 @@
+package typed
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/reflect"
+)
+
+// A *Dynamic[T] reads and writes too, like a generated typed client: Get, Create, Update,
+// UpdateStatus and Patch take and return T, converted with
+// runtime.DefaultUnstructuredConverter, so that Finalizer, StatusWriter and Owned work on
+// a custom resource's Go struct with no code generation.
+var (
+	_ Patcher[*unstructured.Unstructured]       = (*Dynamic[*unstructured.Unstructured])(nil)
+	_ StatusUpdater[*unstructured.Unstructured] = (*Dynamic[*unstructured.Unstructured])(nil)
+	_ CreateUpdater[*unstructured.Unstructured] = (*Dynamic[*unstructured.Unstructured])(nil)
+)
+
+// FromDynamicNamespaced returns FromDynamic's adapter over client.Namespace(namespace)
+// for each namespace: the per-namespace client that NewFinalizer, NewStatusWriter and
+// NewOwned take, for a custom resource's Go struct. For a cluster-scoped resource the
+// namespace is "".
+func FromDynamicNamespaced[T event.Object](client dynamic.NamespaceableResourceInterface) func(namespace string) *Dynamic[T] {
+	return func(namespace string) *Dynamic[T] {
+		if nilness.IsNil(client) {
+			return nil
+		}
+		return FromDynamic[T](client.Namespace(namespace))
+	}
+}
+
+// Get reads the object name and converts it to T.
+func (d *Dynamic[T]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
+	if d == nil {
+		return d.nilClient()
+	}
+	return d.converted("Get")(d.client.Get(ctx, name, opts))
+}
+
+// Create creates obj, which must carry its apiVersion and kind (TypeMeta): the dynamic
+// client sends them, and a Go struct does not know them by itself. Objects read through
+// FromDynamic carry them.
+func (d *Dynamic[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	u, err := d.unstructured(obj)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return d.converted("Create")(d.client.Create(ctx, u, opts))
+}
+
+// Update replaces obj, which must carry its apiVersion and kind (see Create) and, to be
+// refused rather than overwrite a newer state, the resource version it was read at.
+func (d *Dynamic[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	u, err := d.unstructured(obj)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return d.converted("Update")(d.client.Update(ctx, u, opts))
+}
+
+// UpdateStatus writes obj's status through the status subresource, with the same
+// requirements as Update.
+func (d *Dynamic[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	u, err := d.unstructured(obj)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return d.converted("UpdateStatus")(d.client.UpdateStatus(ctx, u, opts))
+}
+
+// Patch patches the object name, or the given subresource of it, and converts the result.
+func (d *Dynamic[T]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	if d == nil {
+		return d.nilClient()
+	}
+	return d.converted("Patch")(d.client.Patch(ctx, name, pt, data, opts, subresources...))
+}
+
+func (d *Dynamic[T]) nilClient() (T, error) {
+	var zero T
+	return zero, fmt.Errorf("%w: the dynamic client of a Dynamic[%T]", ErrNilArgument, zero)
+}
+
+// converted returns a function that converts what the dynamic client's method returned.
+func (d *Dynamic[T]) converted(method string) func(*unstructured.Unstructured, error) (T, error) {
+	return func(u *unstructured.Unstructured, err error) (T, error) {
+		var zero T
+		switch {
+		case err != nil:
+			return zero, err
+		case u == nil:
+			return zero, fmt.Errorf("%w: the dynamic client's %s returned a nil object", reflect.ErrNilResult, method)
+		}
+		return convert[T](u)
+	}
+}
+
+func (d *Dynamic[T]) unstructured(obj T) (*unstructured.Unstructured, error) {
+	if d == nil {
+		_, err := d.nilClient()
+		return nil, err
+	}
+	if nilness.IsNil(obj) {
+		return nil, fmt.Errorf("%w: the object to write", ErrNilArgument)
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %T %s/%s to unstructured: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	if u.GetAPIVersion() == "" || u.GetKind() == "" {
+		return nil, fmt.Errorf("%T %s/%s has no apiVersion and kind, which the dynamic client must send: set its TypeMeta", obj, obj.GetNamespace(), obj.GetName())
+	}
+	return u, nil
+}

@@ -1,0 +1,103 @@
+package typed
+
+import (
+	"errors"
+	"fmt"
+	goreflect "reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/internal/nilness"
+)
+
+// ErrGone is wrapped, together with the server's NotFound error, by a write to an object
+// that no longer exists: a status update or a finalizer added to an object deleted since
+// it was read. The object is never created again by such a write.
+var ErrGone = errors.New("object no longer exists")
+
+// ErrNoStatusSubresource is wrapped by a status update of an object whose kind has no
+// status subresource on the server (a CustomResourceDefinition without
+// subresources.status): the server answers such a write with NotFound although the
+// object exists.
+var ErrNoStatusSubresource = errors.New("the kind has no status subresource")
+
+// ErrControlledByOther is what an OwnerConflictError is (errors.Is): the object to create
+// or update exists and another owner's controller reference is on it.
+var ErrControlledByOther = errors.New("controlled by another owner")
+
+// WriteError reports a write that failed: what was done, to which object, and why. Err
+// wraps the cause, so errors.Is and errors.As see ErrGone, ErrNoStatusSubresource, an
+// *OwnerConflictError, ErrNilArgument and the API server's errors
+// (apierrors.IsConflict, apierrors.IsNotFound) through it.
+type WriteError struct {
+	// Op is what was being done, such as "updating status of" or
+	// "adding finalizer example.com/cleanup to".
+	Op string
+	// Kind is the object's kind: its TypeMeta's, or else the name of its Go type.
+	Kind string
+	// Namespace ("" for cluster-scoped objects) and Name identify the object.
+	Namespace, Name string
+	// Err is why the write failed.
+	Err error
+}
+
+// Error says what failed on which object, and why.
+func (e *WriteError) Error() string {
+	return fmt.Sprintf("%s %s %s: %v", e.Op, e.Kind, klog.KRef(e.Namespace, e.Name), e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// OwnerConflictError reports an object that the write would have taken from its
+// controller: it is controlled by Controller, not by Wanted. Nothing is written.
+type OwnerConflictError struct {
+	// Controller is the controller reference already on the object.
+	Controller metav1.OwnerReference
+	// Wanted is the controller reference the write was for.
+	Wanted metav1.OwnerReference
+}
+
+// Error names both controllers.
+func (e *OwnerConflictError) Error() string {
+	return fmt.Sprintf("%v: it is controlled by %s %s (uid %s), not by %s %s (uid %s)", ErrControlledByOther,
+		e.Controller.Kind, e.Controller.Name, e.Controller.UID, e.Wanted.Kind, e.Wanted.Name, e.Wanted.UID)
+}
+
+// Is makes errors.Is(err, ErrControlledByOther) true.
+func (e *OwnerConflictError) Is(target error) bool { return target == ErrControlledByOther }
+
+// writeError returns a *WriteError for op on obj, or nil when err is nil. A NotFound
+// error also wraps ErrGone when gone is true: callers that know the object itself, not
+// a subresource, is missing say so.
+func writeError(op string, obj runtime.Object, namespace, name string, err error, gone bool) error {
+	if err == nil {
+		return nil
+	}
+	if gone && apierrors.IsNotFound(err) && !errors.Is(err, ErrGone) {
+		err = fmt.Errorf("%w: %w", ErrGone, err)
+	}
+	return &WriteError{Op: op, Kind: kindOf(obj), Namespace: namespace, Name: name, Err: err}
+}
+
+// kindOf returns obj's kind from its TypeMeta, which typed clients' objects lack, or
+// else the name of its Go type.
+func kindOf(obj runtime.Object) string {
+	if nilness.IsNil(obj) {
+		if t := goreflect.TypeOf(obj); t != nil && t.Kind() == goreflect.Pointer {
+			return t.Elem().Name()
+		}
+		return "object"
+	}
+	if kind := obj.GetObjectKind().GroupVersionKind().Kind; kind != "" {
+		return kind
+	}
+	t := goreflect.TypeOf(obj)
+	if t.Kind() == goreflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
+}
