@@ -177,11 +177,11 @@ func alreadyExists(resource string) func(string) error {
 	return func(name string) error { return apierrors.NewAlreadyExists(schema.GroupResource{Resource: resource}, name) }
 }
 
-// repeat returns s n times.
-func repeat(n int, s ...string) []string {
-	var out []string
+// repeat returns vs n times over.
+func repeat[T any](n int, vs ...T) []T {
+	var out []T
 	for range n {
-		out = append(out, s...)
+		out = append(out, vs...)
 	}
 	return out
 }

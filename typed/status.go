@@ -1,0 +1,132 @@
+package typed
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/reflect"
+)
+
+// StatusWriter writes the status of objects of type T, whose status is of type S, through
+// the status subresource: clients' UpdateStatus, which changes nothing but the status.
+//
+// Its Update compares before it writes: a reconcile that only re-asserts the status it
+// already wrote makes no API call at all, so it does not trigger itself again through a
+// watch event either. (A status write that does change the status does not change
+// metadata.generation, so a Loop with the GenerationChanged predicate does not
+// reconcile its own status writes.)
+type StatusWriter[T event.Object, S any] struct {
+	clients func(namespace string) (StatusUpdater[T], error)
+	status  func(obj T) *S
+}
+
+// NewStatusWriter returns a StatusWriter that writes through clients, a function from a
+// namespace to a client of that namespace (clientset.AppsV1().Deployments,
+// FromDynamicNamespaced's, or ClusterScoped's), and finds an object's status with status,
+// such as func(d *appsv1.Deployment) *appsv1.DeploymentStatus { return &d.Status }.
+// Go infers the type arguments from these two.
+func NewStatusWriter[T event.Object, S any, C StatusUpdater[T]](clients func(namespace string) C, status func(obj T) *S) *StatusWriter[T, S] {
+	return &StatusWriter[T, S]{
+		clients: perNamespace(clients, func(c C) StatusUpdater[T] { return c }),
+		status:  status,
+	}
+}
+
+// Update applies mutate to a copy of obj's status and writes the result through the
+// status subresource, unless it equals obj's status (equality.Semantic.DeepEqual), in
+// which case it makes no API call. obj is normally the reconciled object from the cache,
+// and is never modified; mutate gets a deep copy of its status.
+//
+// The write carries obj's resource version, so it never overwrites a newer state: on a
+// conflict the object is read again, mutate applied again to its current status, and the
+// write retried (client-go's retry.RetryOnConflict with retry.DefaultRetry, 5 tries). So
+// mutate should compute the status from what it is given and from the state the
+// reconcile observed, as meta.SetStatusCondition does; it must not change anything but
+// the status it is given. The status is written in full: a cache that drops status fields
+// (a Transform) would erase them.
+//
+// Errors are *WriteErrors: for an object that no longer exists one wrapping ErrGone, for
+// a kind without a status subresource one wrapping ErrNoStatusSubresource, and after the
+// last conflict one wrapping the server's conflict error. Nil arguments are errors
+// wrapping ErrNilArgument.
+func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(status *S)) error {
+	switch {
+	case w == nil:
+		return fmt.Errorf("%w: the StatusWriter", ErrNilArgument)
+	case w.clients == nil:
+		return fmt.Errorf("%w: the StatusWriter's clients", ErrNilArgument)
+	case w.status == nil:
+		return fmt.Errorf("%w: the StatusWriter's status function", ErrNilArgument)
+	case mutate == nil:
+		return fmt.Errorf("%w: the status mutation", ErrNilArgument)
+	case nilness.IsNil(obj):
+		return fmt.Errorf("%w: the object whose status to update", ErrNilArgument)
+	}
+	namespace, name := obj.GetNamespace(), obj.GetName()
+	fail := func(err error) error {
+		return writeError("updating status of", obj, namespace, name, err, false)
+	}
+	client, err := w.clients(namespace)
+	if err != nil {
+		return fail(err)
+	}
+	cur, reread := obj, false
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if reread {
+			got, err := client.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("%w: %w", ErrGone, err)
+			}
+			if err != nil {
+				return err
+			}
+			if nilness.IsNil(got) {
+				return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
+			}
+			cur = got
+		}
+		reread = true
+		before, desired, err := copies(cur)
+		if err != nil {
+			return err
+		}
+		status := w.status(desired)
+		if status == nil {
+			return fmt.Errorf("%w: the status function returned nil for %s", ErrNilArgument, klog.KObj(cur))
+		}
+		mutate(status)
+		if equality.Semantic.DeepEqual(w.status(before), status) {
+			return nil
+		}
+		_, err = client.UpdateStatus(ctx, desired, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			return w.notFound(ctx, client, name, err)
+		}
+		if err == nil {
+			klog.FromContext(ctx).V(2).Info("Updated status", "kind", kindOf(obj), "object", klog.KObj(cur))
+		}
+		return err
+	})
+	return fail(err)
+}
+
+// notFound tells apart the two reasons for UpdateStatus to return NotFound: the object
+// is gone, or its kind has no status subresource (the object still exists).
+func (w *StatusWriter[T, S]) notFound(ctx context.Context, client StatusUpdater[T], name string, err error) error {
+	switch _, getErr := client.Get(ctx, name, metav1.GetOptions{}); {
+	case apierrors.IsNotFound(getErr):
+		return fmt.Errorf("%w: %w", ErrGone, err)
+	case getErr == nil:
+		return fmt.Errorf("%w: %w", ErrNoStatusSubresource, err)
+	default:
+		return err
+	}
+}
