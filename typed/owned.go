@@ -1,0 +1,245 @@
+package typed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/reflect"
+)
+
+// ErrInvalidOwner is wrapped by a CreateOrUpdate whose owner cannot own the object: it
+// has no name or UID (it was not read from the server), its apiVersion and kind differ
+// from the owner kind Owned was made with, or it is namespaced and the object is in
+// another namespace, which an owner reference cannot express (the garbage collector would
+// take the owner for absent and delete the object).
+var ErrInvalidOwner = errors.New("invalid owner")
+
+// Change says what CreateOrUpdate did.
+type Change string
+
+const (
+	// Unchanged: the object already was as desired; nothing was written.
+	Unchanged Change = "unchanged"
+	// Created: the object did not exist and was created.
+	Created Change = "created"
+	// Updated: the object differed and was updated.
+	Updated Change = "updated"
+)
+
+// Owned creates and updates objects of type T that an owner of type O controls: each
+// carries a controller reference to its owner (metav1.NewControllerRef), so the garbage
+// collector deletes it with its owner, and typed.OwnerKeys maps its events to its
+// owner's key.
+//
+// What an object should look like is said by a mutate function applied to its current
+// state, as in controller-runtime's controllerutil.CreateOrUpdate, rather than by a
+// desired object compared field by field (equality.Semantic.DeepDerivative): a mutation
+// can remove a map key or set a field to its zero value, which a desired object cannot
+// express, and it keeps what others wrote (labels, annotations, other owner references)
+// and the server's defaults without a generic merge. Set the fields you own one by one:
+// a mutation that replaces a whole struct the server fills in (a container list, say)
+// differs from the stored object every time and writes every time.
+type Owned[O event.Object, T event.Object] struct {
+	clients   func(namespace string) (CreateUpdater[T], error)
+	ownerKind schema.GroupVersionKind
+	cache     CacheReader[T]
+}
+
+// NewOwned returns an Owned that writes through clients, a function from a namespace to a
+// client of that namespace (clientset.CoreV1().ConfigMaps, FromDynamicNamespaced's, or
+// ClusterScoped's), for owners of type O whose apiVersion and kind are ownerKind: the
+// owner's type is named, and Go infers the rest,
+//
+//	configMaps := typed.NewOwned[*Website](clientset.CoreV1().ConfigMaps, websiteKind)
+//
+// The owner kind is given here, once, because nothing else can say it reliably: objects
+// from generated clients carry no apiVersion and kind, and a custom resource's Go struct
+// is in no scheme. A wrong kind in an owner reference would silently keep the garbage
+// collector from deleting the object with its owner.
+func NewOwned[O event.Object, T event.Object, C CreateUpdater[T]](clients func(namespace string) C, ownerKind schema.GroupVersionKind) *Owned[O, T] {
+	return &Owned[O, T]{
+		clients:   perNamespace(clients, func(c C) CreateUpdater[T] { return c }),
+		ownerKind: ownerKind,
+	}
+}
+
+// WithCache returns a copy of o that first compares with the object cache holds, usually
+// the Store of a controller watching the owned kind: when the mutation changes nothing
+// there, CreateOrUpdate makes no API call at all. Otherwise it reads the object from the
+// server and decides on that, so a stale cache, or one whose Transform dropped fields,
+// never causes a write of stale data.
+func (o *Owned[O, T]) WithCache(cache CacheReader[T]) *Owned[O, T] {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	c.cache = cache
+	return &c
+}
+
+// CreateOrUpdate makes the object namespace/name what mutate says, controlled by owner.
+//
+// If the object does not exist, mutate is applied to a new object with that namespace and
+// name, the controller reference added, and the object created. If it exists, mutate is
+// applied to a copy of it, the controller reference added unless it is there, and the
+// result written only if it differs from the object (equality.Semantic.DeepEqual).
+// mutate may set anything but the namespace and name; for a custom resource written
+// through the dynamic client, it must set the object's apiVersion and kind (see
+// Dynamic.Create). The update carries the resource version that was read, and a conflict
+// (or a create that finds the object created meanwhile) reads it again and retries, with
+// client-go's retry.DefaultRetry (5 tries).
+//
+// An existing object controlled by another owner is never written: the error is a
+// *WriteError wrapping an *OwnerConflictError (errors.Is ErrControlledByOther). An
+// existing object with no controller is adopted, and the adoption logged. An owner that
+// cannot own the object is an error wrapping ErrInvalidOwner; nil arguments are errors
+// wrapping ErrNilArgument. Every error is a *WriteError naming the object.
+func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, name string, mutate func(obj T)) (Change, error) {
+	var zero T
+	fail := func(err error) (Change, error) {
+		return Unchanged, &WriteError{Op: "creating or updating", Kind: kindOf(zero), Namespace: namespace, Name: name, Err: err}
+	}
+	switch {
+	case o == nil:
+		return fail(fmt.Errorf("%w: the Owned", ErrNilArgument))
+	case o.clients == nil:
+		return fail(fmt.Errorf("%w: the Owned's clients", ErrNilArgument))
+	case mutate == nil:
+		return fail(fmt.Errorf("%w: the mutation", ErrNilArgument))
+	case nilness.IsNil(owner):
+		return fail(fmt.Errorf("%w: the owner", ErrNilArgument))
+	case name == "":
+		return fail(fmt.Errorf("%w: the object's name", ErrNilArgument))
+	}
+	ref, err := o.controllerRef(owner, namespace)
+	if err != nil {
+		return fail(err)
+	}
+	client, err := o.clients(namespace)
+	if err != nil {
+		return fail(err)
+	}
+	if !nilness.IsNil(o.cache) {
+		if cached, ok := o.cache.GetByName(namespace, name); ok && !nilness.IsNil(cached) {
+			if _, same, err := desired(cached, ref, mutate); err == nil && same {
+				return Unchanged, nil
+			}
+		}
+	}
+	logger := klog.FromContext(ctx).WithValues("kind", kindOf(zero), "object", klog.KRef(namespace, name))
+	change := Unchanged
+	err = retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
+		cur, err := client.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			obj := newObject[T]()
+			obj.SetNamespace(namespace)
+			obj.SetName(name)
+			mutate(obj)
+			if err := keptName(obj, namespace, name); err != nil {
+				return err
+			}
+			setControllerRef(obj, ref)
+			if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			change = Created
+			logger.V(2).Info("Created owned object", "owner", klog.KObj(owner))
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if nilness.IsNil(cur) {
+			return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
+		}
+		obj, same, err := desired(cur, ref, mutate)
+		if err != nil || same {
+			change = Unchanged
+			return err
+		}
+		if _, err := client.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		change = Updated
+		if metav1.GetControllerOfNoCopy(cur) == nil {
+			// Not silent: the object may have been made by hand.
+			logger.Info("Adopted an object that had no controller", "owner", klog.KObj(owner))
+		} else {
+			logger.V(2).Info("Updated owned object", "owner", klog.KObj(owner))
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return change, nil
+}
+
+// controllerRef returns the controller reference to owner that an object in namespace
+// should carry.
+func (o *Owned[O, T]) controllerRef(owner O, namespace string) (metav1.OwnerReference, error) {
+	kind := o.ownerKind
+	switch got := owner.GetObjectKind().GroupVersionKind(); {
+	case kind.Version == "" || kind.Kind == "":
+		return metav1.OwnerReference{}, fmt.Errorf("%w: NewOwned was given no owner kind (%q)", ErrInvalidOwner, kind)
+	case owner.GetName() == "" || owner.GetUID() == "":
+		return metav1.OwnerReference{}, fmt.Errorf("%w: %s %s has no name or UID: pass it as read from the server", ErrInvalidOwner, kind.Kind, klog.KObj(owner))
+	case !got.Empty() && got != kind:
+		return metav1.OwnerReference{}, fmt.Errorf("%w: %s is a %s, not the %s that NewOwned was given", ErrInvalidOwner, klog.KObj(owner), got, kind)
+	case owner.GetNamespace() != "" && owner.GetNamespace() != namespace:
+		return metav1.OwnerReference{}, fmt.Errorf("%w: %s %s is in namespace %q and cannot own an object in %q", ErrInvalidOwner, kind.Kind, klog.KObj(owner), owner.GetNamespace(), namespace)
+	}
+	return *metav1.NewControllerRef(owner, kind), nil
+}
+
+// desired returns cur with mutate applied and the controller reference ref set, and
+// whether that is the same as cur. It refuses an object that another owner controls.
+func desired[T event.Object](cur T, ref metav1.OwnerReference, mutate func(T)) (T, bool, error) {
+	if c := metav1.GetControllerOfNoCopy(cur); c != nil && c.UID != ref.UID {
+		var zero T
+		return zero, false, &OwnerConflictError{Controller: *c, Wanted: ref}
+	}
+	before, obj, err := copies(cur)
+	if err != nil {
+		return obj, false, err
+	}
+	mutate(obj)
+	if err := keptName(obj, cur.GetNamespace(), cur.GetName()); err != nil {
+		return obj, false, err
+	}
+	setControllerRef(obj, ref)
+	return obj, equality.Semantic.DeepEqual(before, obj), nil
+}
+
+// keptName checks that a mutation left the object's namespace and name alone.
+func keptName[T event.Object](obj T, namespace, name string) error {
+	if obj.GetNamespace() != namespace || obj.GetName() != name {
+		return fmt.Errorf("the mutation changed the object's namespace/name to %s", klog.KObj(obj))
+	}
+	return nil
+}
+
+// setControllerRef puts ref on obj, replacing a reference to the same owner (by UID),
+// and keeps every other reference.
+func setControllerRef[T event.Object](obj T, ref metav1.OwnerReference) {
+	refs := slices.Clone(obj.GetOwnerReferences())
+	if i := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == ref.UID }); i >= 0 {
+		refs[i] = ref
+	} else {
+		refs = append(refs, ref)
+	}
+	obj.SetOwnerReferences(refs)
+}
