@@ -171,7 +171,7 @@ var clientGoroutines = []goleak.Option{
 	goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 	goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
 	goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
-	goleak.IgnoreAnyFunction("github.com/typedinformer/typedinformer/internal/controlplane.startProcess.func1"),
+	goleak.IgnoreAnyFunction(controlplane.WaiterFunction),
 	spawner,
 }
 

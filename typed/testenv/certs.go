@@ -1,6 +1,6 @@
 //go:build unix
 
-package controlplane
+package testenv
 
 import (
 	"crypto/ecdsa"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package controlplane
+package testenv
 
 import (
 	"context"
@@ -26,20 +26,20 @@ const (
 
 // apiServerArgs returns the command line of kube-apiserver, ending with
 // Options.ExtraAPIServerArgs.
-func (cp *ControlPlane) apiServerArgs() []string {
+func (env *Environment) apiServerArgs() []string {
 	args := []string{
-		"--etcd-servers=" + cp.EtcdURL(),
+		"--etcd-servers=" + env.EtcdURL(),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(cp.apiPort),
-		"--cert-dir=" + filepath.Join(cp.dir, "apiserver-certs"), // unused: the files below are given
-		"--tls-cert-file=" + cp.pki.servingCertFile,
-		"--tls-private-key-file=" + cp.pki.servingKeyFile,
-		"--client-ca-file=" + cp.pki.caFile,
+		"--secure-port=" + strconv.Itoa(env.apiPort),
+		"--cert-dir=" + filepath.Join(env.dir, "apiserver-certs"), // unused: the files below are given
+		"--tls-cert-file=" + env.pki.servingCertFile,
+		"--tls-private-key-file=" + env.pki.servingKeyFile,
+		"--client-ca-file=" + env.pki.caFile,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + cp.pki.serviceAccountKeyFile,
-		"--service-account-signing-key-file=" + cp.pki.serviceAccountKeyFile,
+		"--service-account-key-file=" + env.pki.serviceAccountKeyFile,
+		"--service-account-signing-key-file=" + env.pki.serviceAccountKeyFile,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
 		// There is no controller manager to create service accounts, so
@@ -52,18 +52,18 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--shutdown-delay-duration=0s",
 		"--shutdown-watch-termination-grace-period=2s",
 	}
-	return append(args, cp.extraAPIServerArgs...)
+	return append(args, env.extraAPIServerArgs...)
 }
 
 // startAPIServerLocked starts kube-apiserver and waits until it is ready.
-// cp.mu is held.
-func (cp *ControlPlane) startAPIServerLocked(ctx context.Context) (*process, error) {
-	p, err := startProcess(cp.log, apiServerBinary, filepath.Join(cp.binDir, apiServerBinary), cp.apiServerArgs(), filepath.Join(cp.dir, "kube-apiserver.log"))
+// env.mu is held.
+func (env *Environment) startAPIServerLocked(ctx context.Context) (*process, error) {
+	p, err := startProcess(env.log, apiServerBinary, filepath.Join(env.binDir, apiServerBinary), env.apiServerArgs(), filepath.Join(env.dir, "kube-apiserver.log"))
 	if err != nil {
 		return nil, err
 	}
-	if err := p.waitUntil(ctx, "ready", cp.apiServerReady); err != nil {
-		p.kill(cp.log)
+	if err := p.waitUntil(ctx, "ready", env.apiServerReady); err != nil {
+		p.kill(env.log)
 		return p, err
 	}
 	return p, nil
@@ -72,13 +72,13 @@ func (cp *ControlPlane) startAPIServerLocked(ctx context.Context) (*process, err
 // apiServerReady checks, as the admin, that /readyz answers 200 and that the
 // default namespace exists. The serving certificate is verified against our
 // CA, so a foreign server on the port cannot pass.
-func (cp *ControlPlane) apiServerReady(ctx context.Context) error {
+func (env *Environment) apiServerReady(ctx context.Context) error {
 	for _, path := range []string{"/readyz", "/api/v1/namespaces/default"} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.admin.Host+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.admin.Host+path, nil)
 		if err != nil {
 			return err
 		}
-		resp, err := cp.apiHTTP.Do(req)
+		resp, err := env.apiHTTP.Do(req)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package controlplane
+package testenv
 
 import (
 	"net"
@@ -31,15 +31,15 @@ func TestStartRetriesTakenPorts(t *testing.T) {
 		return ports, err
 	}
 
-	cp := StartForTest(t)
+	env := Start(t, Options{})
 	if calls != 4 {
 		t.Errorf("Start picked ports %d times, want 4: two attempts each for etcd and kube-apiserver", calls)
 	}
-	if cp.etcdClientPort == busyPort || cp.apiPort == busyPort {
-		t.Errorf("Start uses the taken port %d: etcd %d, kube-apiserver %d", busyPort, cp.etcdClientPort, cp.apiPort)
+	if env.etcdClientPort == busyPort || env.apiPort == busyPort {
+		t.Errorf("Start uses the taken port %d: etcd %d, kube-apiserver %d", busyPort, env.etcdClientPort, env.apiPort)
 	}
 	for _, name := range []string{"etcd.log", "kube-apiserver.log"} {
-		log, err := os.ReadFile(filepath.Join(cp.Dir(), name))
+		log, err := os.ReadFile(filepath.Join(env.Dir(), name))
 		if err != nil {
 			t.Fatal(err)
 		}

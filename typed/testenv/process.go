@@ -1,6 +1,6 @@
 //go:build unix
 
-package controlplane
+package testenv
 
 import (
 	"bytes"
@@ -45,14 +45,14 @@ type process struct {
 func startProcess(log klog.Logger, name, path string, args []string, logPath string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("controlplane: opening the log of %s: %w", name, err)
+		return nil, fmt.Errorf("testenv: opening the log of %s: %w", name, err)
 	}
 	defer logFile.Close() // the child keeps its own descriptor
 	fi, err := logFile.Stat()
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(logFile, "=== controlplane: %s starting %s %s\n", time.Now().Format(time.RFC3339Nano), path, strings.Join(args, " "))
+	fmt.Fprintf(logFile, "=== testenv: %s starting %s %s\n", time.Now().Format(time.RFC3339Nano), path, strings.Join(args, " "))
 
 	cmd := exec.Command(path, args...)
 	cmd.Stdin = nil
@@ -60,16 +60,23 @@ func startProcess(log klog.Logger, name, path string, args []string, logPath str
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	setParentDeathSignal(cmd.SysProcAttr)
-	if err := startCommand(cmd); err != nil {
-		return nil, fmt.Errorf("controlplane: starting %s: %w", name, err)
+	release, err := startCommand(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("testenv: starting %s: %w", name, err)
 	}
 	p := &process{name: name, logPath: logPath, logOffset: fi.Size(), cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
+	go p.wait(release)
 	log.V(1).Info("Started process", "name", name, "pid", cmd.Process.Pid, "log", logPath)
 	return p, nil
+}
+
+// wait is the goroutine that reaps the process: [WaiterFunction] names it. It
+// releases the spawner before it closes done, so that when the last process of
+// the test binary has been stopped, no goroutine of this package is left.
+func (p *process) wait(release func()) {
+	p.waitErr = p.cmd.Wait()
+	release()
+	close(p.done)
 }
 
 // exited reports whether the process has exited.
@@ -89,7 +96,7 @@ func (p *process) stop(log klog.Logger, gracePeriod time.Duration) error {
 	pgid := p.cmd.Process.Pid // Setpgid: the group id is the leader's pid
 	if !p.exited() {
 		if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("controlplane: stopping %s: %w", p.name, err)
+			return fmt.Errorf("testenv: stopping %s: %w", p.name, err)
 		}
 		timer := time.NewTimer(gracePeriod)
 		select {
@@ -98,7 +105,7 @@ func (p *process) stop(log klog.Logger, gracePeriod time.Duration) error {
 		case <-timer.C:
 			log.V(1).Info("Process did not exit after SIGTERM, sending SIGKILL", "name", p.name, "pid", pgid, "gracePeriod", gracePeriod)
 			if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				return fmt.Errorf("controlplane: killing %s: %w", p.name, err)
+				return fmt.Errorf("testenv: killing %s: %w", p.name, err)
 			}
 			<-p.done
 		}
@@ -121,7 +128,7 @@ func (p *process) kill(log klog.Logger) {
 // exitError describes how the process ended, with the tail of its log.
 // Call it only after done is closed.
 func (p *process) exitError() error {
-	return fmt.Errorf("controlplane: %s exited unexpectedly (%v)%s", p.name, p.waitErr, p.logTail())
+	return fmt.Errorf("testenv: %s exited unexpectedly (%v)%s", p.name, p.waitErr, p.logTail())
 }
 
 // logTail returns the last lines this run wrote to its log, formatted for an
@@ -185,7 +192,7 @@ func (p *process) waitUntil(ctx context.Context, what string, ready func(context
 		case <-p.done:
 			return p.exitError()
 		case <-ctx.Done():
-			return fmt.Errorf("controlplane: waiting for %s to be %s: %w (last check: %v)%s", p.name, what, context.Cause(ctx), err, p.logTail())
+			return fmt.Errorf("testenv: waiting for %s to be %s: %w (last check: %v)%s", p.name, what, context.Cause(ctx), err, p.logTail())
 		case <-ticker.C:
 		}
 	}

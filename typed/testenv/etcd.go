@@ -1,6 +1,6 @@
 //go:build unix
 
-package controlplane
+package testenv
 
 import (
 	"bytes"
@@ -24,19 +24,19 @@ import (
 const etcdGracePeriod = 2 * time.Second
 
 // etcdArgs returns the command line of etcd.
-func (cp *ControlPlane) etcdArgs() []string {
-	client := cp.EtcdURL()
-	peer := fmt.Sprintf("http://127.0.0.1:%d", cp.etcdPeerPort)
+func (env *Environment) etcdArgs() []string {
+	client := env.EtcdURL()
+	peer := fmt.Sprintf("http://127.0.0.1:%d", env.etcdPeerPort)
 	return []string{
-		"--name=" + cp.etcdName,
-		"--data-dir=" + filepath.Join(cp.dir, "etcd-data"),
+		"--name=" + env.etcdName,
+		"--data-dir=" + filepath.Join(env.dir, "etcd-data"),
 		"--listen-client-urls=" + client,
 		"--advertise-client-urls=" + client,
 		"--listen-peer-urls=" + peer,
 		"--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=" + cp.etcdName + "=" + peer,
+		"--initial-cluster=" + env.etcdName + "=" + peer,
 		"--initial-cluster-state=new",
-		"--initial-cluster-token=" + cp.etcdName,
+		"--initial-cluster-token=" + env.etcdName,
 		"--enable-grpc-gateway=true",
 		// Test data need not survive a power cut.
 		"--unsafe-no-fsync=true",
@@ -44,14 +44,14 @@ func (cp *ControlPlane) etcdArgs() []string {
 	}
 }
 
-// startEtcdLocked starts etcd and waits until it is healthy. cp.mu is held.
-func (cp *ControlPlane) startEtcdLocked(ctx context.Context) (*process, error) {
-	p, err := startProcess(cp.log, etcdBinary, filepath.Join(cp.binDir, etcdBinary), cp.etcdArgs(), filepath.Join(cp.dir, "etcd.log"))
+// startEtcdLocked starts etcd and waits until it is healthy. env.mu is held.
+func (env *Environment) startEtcdLocked(ctx context.Context) (*process, error) {
+	p, err := startProcess(env.log, etcdBinary, filepath.Join(env.binDir, etcdBinary), env.etcdArgs(), filepath.Join(env.dir, "etcd.log"))
 	if err != nil {
 		return nil, err
 	}
-	if err := p.waitUntil(ctx, "healthy", cp.etcdHealthy); err != nil {
-		p.kill(cp.log)
+	if err := p.waitUntil(ctx, "healthy", env.etcdHealthy); err != nil {
+		p.kill(env.log)
 		return p, err
 	}
 	return p, nil
@@ -59,23 +59,23 @@ func (cp *ControlPlane) startEtcdLocked(ctx context.Context) (*process, error) {
 
 // etcdHealthy checks that the etcd on our port is ours, by its member name,
 // and healthy.
-func (cp *ControlPlane) etcdHealthy(ctx context.Context) error {
+func (env *Environment) etcdHealthy(ctx context.Context) error {
 	var members struct {
 		Members []struct {
 			Name string `json:"name"`
 		} `json:"members"`
 	}
-	if err := cp.etcdCall(ctx, "/v3/cluster/member/list", map[string]any{}, &members); err != nil {
+	if err := env.etcdCall(ctx, "/v3/cluster/member/list", map[string]any{}, &members); err != nil {
 		return err
 	}
-	if len(members.Members) != 1 || members.Members[0].Name != cp.etcdName {
-		return fmt.Errorf("the etcd at %s is not ours: its members are %+v", cp.EtcdURL(), members.Members)
+	if len(members.Members) != 1 || members.Members[0].Name != env.etcdName {
+		return fmt.Errorf("the etcd at %s is not ours: its members are %+v", env.EtcdURL(), members.Members)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.EtcdURL()+"/health", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.EtcdURL()+"/health", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := cp.etcdHTTP.Do(req)
+	resp, err := env.etcdHTTP.Do(req)
 	if err != nil {
 		return err
 	}
@@ -103,17 +103,17 @@ func (e *etcdError) Error() string { return fmt.Sprintf("etcd: %s (code %d)", e.
 
 // etcdCall POSTs request as JSON to etcd's gRPC gateway at path and decodes
 // the answer into response.
-func (cp *ControlPlane) etcdCall(ctx context.Context, path string, request, response any) error {
+func (env *Environment) etcdCall(ctx context.Context, path string, request, response any) error {
 	body, err := json.Marshal(request)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cp.EtcdURL()+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.EtcdURL()+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := cp.etcdHTTP.Do(req)
+	resp, err := env.etcdHTTP.Do(req)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (cp *ControlPlane) etcdCall(ctx context.Context, path string, request, resp
 
 // EtcdRevision returns the current revision of etcd's key-value store, which
 // is what the apiserver uses as resource version. etcd must be running.
-func (cp *ControlPlane) EtcdRevision(ctx context.Context) (int64, error) {
+func (env *Environment) EtcdRevision(ctx context.Context) (int64, error) {
 	var resp struct {
 		Header struct {
 			Revision string `json:"revision"`
@@ -145,12 +145,12 @@ func (cp *ControlPlane) EtcdRevision(ctx context.Context) (int64, error) {
 	}
 	// A range over the single key "\x00", which no one uses: only the header
 	// matters.
-	if err := cp.etcdCall(ctx, "/v3/kv/range", map[string]any{"key": "AA==", "keys_only": true}, &resp); err != nil {
-		return 0, fmt.Errorf("controlplane: reading the etcd revision: %w", err)
+	if err := env.etcdCall(ctx, "/v3/kv/range", map[string]any{"key": "AA==", "keys_only": true}, &resp); err != nil {
+		return 0, fmt.Errorf("testenv: reading the etcd revision: %w", err)
 	}
 	rev, err := strconv.ParseInt(resp.Header.Revision, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("controlplane: reading the etcd revision: bad revision %q", resp.Header.Revision)
+		return 0, fmt.Errorf("testenv: reading the etcd revision: bad revision %q", resp.Header.Revision)
 	}
 	return rev, nil
 }
@@ -161,19 +161,19 @@ func (cp *ControlPlane) EtcdRevision(ctx context.Context) (int64, error) {
 // fails with 410 Gone; note that the apiserver's watch cache keeps serving
 // its own in-memory history until the apiserver restarts. Compacting again
 // with no writes in between is not an error. etcd must be running.
-func (cp *ControlPlane) CompactEtcd(ctx context.Context) (int64, error) {
-	rev, err := cp.EtcdRevision(ctx)
+func (env *Environment) CompactEtcd(ctx context.Context) (int64, error) {
+	rev, err := env.EtcdRevision(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var resp struct{}
-	err = cp.etcdCall(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, &resp)
+	err = env.etcdCall(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, &resp)
 	if e, ok := err.(*etcdError); ok && strings.Contains(e.Message, "required revision has been compacted") {
 		err = nil // already compacted to rev
 	}
 	if err != nil {
-		return 0, fmt.Errorf("controlplane: compacting etcd to revision %d: %w", rev, err)
+		return 0, fmt.Errorf("testenv: compacting etcd to revision %d: %w", rev, err)
 	}
-	cp.log.V(1).Info("Compacted etcd", "revision", rev)
+	env.log.V(1).Info("Compacted etcd", "revision", rev)
 	return rev, nil
 }

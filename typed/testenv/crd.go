@@ -1,0 +1,383 @@
+//go:build unix
+
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
+	"k8s.io/client-go/util/retry"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// crdAPIVersion and crdKind are what every document of a CRD file must declare.
+const (
+	crdAPIVersion = "apiextensions.k8s.io/v1"
+	crdKind       = "CustomResourceDefinition"
+)
+
+// InstallCRDs creates each CRD (or, if a CRD of that name exists, replaces its
+// labels, annotations and spec) and returns once every one is ready to use:
+// its Established and NamesAccepted conditions are true, its accepted names
+// are its spec's names, and in every served version discovery lists its
+// resource and a list of it succeeds, so that clients, informers and REST
+// mappers find it. The values are not modified.
+//
+// ctx bounds the installation, and each wait is also capped at two minutes. An
+// error names the CRD and says what went wrong: the server's answer to an
+// invalid CRD (a Kubernetes API error, testable with apierrors.IsInvalid),
+// names not accepted (with the server's reason, such as a plural already taken),
+// or the condition that did not hold in time.
+func (env *Environment) InstallCRDs(ctx context.Context, crds ...*apiextensionsv1.CustomResourceDefinition) error {
+	for i, crd := range crds {
+		if crd == nil {
+			return fmt.Errorf("testenv: CRD %d of %d is nil", i+1, len(crds))
+		}
+	}
+	cfg, closeConns := env.ownConnections()
+	defer closeConns()
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	for _, crd := range crds {
+		if err := createOrReplace(ctx, client.CustomResourceDefinitions(), crd); err != nil {
+			return err
+		}
+	}
+	// Wait only once every CRD is created: they become established in parallel.
+	for _, crd := range crds {
+		if err := waitReady(ctx, client.CustomResourceDefinitions(), disco, dyn, crd); err != nil {
+			return err
+		}
+	}
+	env.log.V(1).Info("Installed CRDs", "names", crdNames(crds))
+	return nil
+}
+
+// InstallCRDFiles reads CRDs as [ReadCRDFiles] does and installs them as
+// [Environment.InstallCRDs] does. Nothing is installed if a file cannot be
+// read or parsed.
+func (env *Environment) InstallCRDFiles(ctx context.Context, paths ...string) error {
+	crds, err := ReadCRDFiles(paths...)
+	if err != nil {
+		return err
+	}
+	return env.InstallCRDs(ctx, crds...)
+}
+
+// InstallCRDYAML parses data as [ParseCRDs] does and installs the CRDs as
+// [Environment.InstallCRDs] does. Nothing is installed if data does not parse.
+func (env *Environment) InstallCRDYAML(ctx context.Context, data []byte) error {
+	crds, err := ParseCRDs(data, "the YAML")
+	if err != nil {
+		return err
+	}
+	return env.InstallCRDs(ctx, crds...)
+}
+
+// ReadCRDFiles parses the CRDs in the files at paths, as [ParseCRDs] does. A
+// path that is a directory stands for the files in it (not in its
+// subdirectories) whose names end in .yaml, .yml or .json, in lexical order.
+// Every file, and every directory, must hold at least one CRD.
+func ReadCRDFiles(paths ...string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, path := range paths {
+		files := []string{path}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("testenv: reading CRDs: %w", err)
+		}
+		if fi.IsDir() {
+			entries, err := os.ReadDir(path)
+			if err != nil {
+				return nil, fmt.Errorf("testenv: reading CRDs: %w", err)
+			}
+			files = files[:0]
+			for _, e := range entries {
+				if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+					files = append(files, filepath.Join(path, e.Name()))
+				}
+			}
+			if len(files) == 0 {
+				return nil, fmt.Errorf("testenv: reading CRDs: %s has no .yaml, .yml or .json file", path)
+			}
+		}
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return nil, fmt.Errorf("testenv: reading CRDs: %w", err)
+			}
+			parsed, err := ParseCRDs(data, file)
+			if err != nil {
+				return nil, err
+			}
+			crds = append(crds, parsed...)
+		}
+	}
+	return crds, nil
+}
+
+// documentSeparator is a YAML document separator line: "---", maybe followed by
+// a space and anything (a comment).
+var documentSeparator = regexp.MustCompile(`^---(\s.*)?$`)
+
+// ParseCRDs parses data, one or more YAML (or JSON) documents separated by
+// "---" lines, each an apiextensions.k8s.io/v1 CustomResourceDefinition, as
+// kubectl apply takes them. Empty documents (such as one before a leading
+// "---", or only comments) are skipped; at least one CRD is required. Fields
+// are decoded strictly: an unknown or duplicated field is an error, so that a
+// misspelt field fails here instead of being dropped by the server. source
+// names data in errors (a file name, say); each error also says which document,
+// starting at which line, is wrong. Fields are matched case-sensitively, as the
+// API server matches them.
+func ParseCRDs(data []byte, source string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	docs := splitDocuments(data)
+	for i, doc := range docs {
+		where := fmt.Sprintf("%s, document %d (from line %d)", source, i+1, doc.line)
+		// Duplicate keys are an error here; the apiserver would keep one silently.
+		data, err := yaml.YAMLToJSONStrict(doc.data)
+		if err != nil {
+			return nil, fmt.Errorf("testenv: %s does not parse: %w", where, err)
+		}
+		if string(bytes.TrimSpace(data)) == "null" {
+			continue // empty, or only comments
+		}
+		var typeMeta metav1.TypeMeta
+		if err := json.Unmarshal(data, &typeMeta); err != nil {
+			return nil, fmt.Errorf("testenv: %s is not an object: %w", where, err)
+		}
+		if typeMeta.APIVersion != crdAPIVersion || typeMeta.Kind != crdKind {
+			return nil, fmt.Errorf("testenv: %s is a %s, not a %s %s", where, describeType(typeMeta), crdAPIVersion, crdKind)
+		}
+		// Case-sensitive, as the apiserver decodes: "openAPIv3Schema" is unknown.
+		crd := new(apiextensionsv1.CustomResourceDefinition)
+		strictErrs, err := sigsjson.UnmarshalStrict(data, crd)
+		if err == nil && len(strictErrs) > 0 {
+			err = errors.Join(strictErrs...)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("testenv: %s is not a valid %s: %w", where, crdKind, err)
+		}
+		if crd.Name == "" {
+			return nil, fmt.Errorf("testenv: %s: the %s has no metadata.name", where, crdKind)
+		}
+		crds = append(crds, crd)
+	}
+	if len(crds) == 0 {
+		return nil, fmt.Errorf("testenv: %s holds no %s", source, crdKind)
+	}
+	return crds, nil
+}
+
+func describeType(tm metav1.TypeMeta) string {
+	switch {
+	case tm.APIVersion == "" && tm.Kind == "":
+		return "document with neither apiVersion nor kind"
+	case tm.Kind == "":
+		return tm.APIVersion + " object with no kind"
+	case tm.APIVersion == "":
+		return tm.Kind + " with no apiVersion"
+	}
+	return tm.APIVersion + " " + tm.Kind
+}
+
+// document is one YAML document of a stream and the line it starts at (1-based).
+type document struct {
+	data []byte
+	line int
+}
+
+// splitDocuments splits a YAML stream at its "---" lines.
+func splitDocuments(data []byte) []document {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	docs := []document{{line: 1}}
+	for i, line := range lines {
+		if documentSeparator.Match(bytes.TrimRight(line, "\r\n")) {
+			docs = append(docs, document{line: i + 2})
+			continue
+		}
+		last := &docs[len(docs)-1]
+		last.data = append(last.data, line...)
+	}
+	return docs
+}
+
+// createOrReplace creates crd, or replaces the labels, annotations and spec of
+// the CRD of that name, retrying on conflicts.
+func createOrReplace(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionInterface, crd *apiextensionsv1.CustomResourceDefinition) error {
+	want := crd.DeepCopy()
+	want.ResourceVersion, want.UID = "", ""
+	want.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	_, err := client.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			existing, err := client.Get(ctx, want.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			existing.Labels, existing.Annotations, existing.Spec = want.Labels, want.Annotations, want.Spec
+			_, err = client.Update(ctx, existing, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("testenv: installing CRD %s: %w", crd.Name, err)
+	}
+	return nil
+}
+
+// waitReady waits until crd is established, its names accepted, and every
+// served version discoverable and listable.
+func waitReady(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionInterface, disco discovery.DiscoveryInterface, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	var served []string
+	for _, v := range crd.Spec.Versions {
+		if v.Served {
+			served = append(served, crd.Spec.Group+"/"+v.Name)
+		}
+	}
+	plural := crd.Spec.Names.Plural
+	check := func(ctx context.Context) (string, error) {
+		got, err := client.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
+				return "", permanent{fmt.Errorf("its names are not accepted: %s: %s", c.Reason, c.Message)}
+			}
+		}
+		if !conditionTrue(got, apiextensionsv1.Established) || !conditionTrue(got, apiextensionsv1.NamesAccepted) {
+			return fmt.Sprintf("not established yet (conditions: %s)", describeConditions(got)), nil
+		}
+		if got.Status.AcceptedNames.Plural != plural || got.Status.AcceptedNames.Kind != crd.Spec.Names.Kind {
+			return fmt.Sprintf("its accepted names are still %s/%s", got.Status.AcceptedNames.Plural, got.Status.AcceptedNames.Kind), nil
+		}
+		for _, gv := range served {
+			resources, err := disco.ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return fmt.Sprintf("discovery of %s: %v", gv, err), nil
+			}
+			if !slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == plural }) {
+				return fmt.Sprintf("discovery of %s does not list %s yet", gv, plural), nil
+			}
+			// The resource's handler may lag behind discovery: list once.
+			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: strings.TrimPrefix(gv, crd.Spec.Group+"/"), Resource: plural}
+			if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+				return fmt.Sprintf("listing %s: %v", gvr, err), nil
+			}
+		}
+		return "", nil
+	}
+	if err := poll(ctx, check); err != nil {
+		return fmt.Errorf("testenv: installing CRD %s: %w", crd.Name, err)
+	}
+	return nil
+}
+
+// permanent marks an error of a poll's check that no retry will mend.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// poll calls check every pollInterval until it returns no reason to wait and no
+// error, or a permanent error, or ctx ends. A transient error (a request that
+// failed) counts as a reason to wait. The error of a wait that timed out gives
+// the last reason.
+func poll(ctx context.Context, check func(context.Context) (string, error)) error {
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		reason, err := check(reqCtx)
+		cancel()
+		var p permanent
+		if errors.As(err, &p) {
+			return p.error
+		}
+		if err != nil {
+			reason = err.Error()
+		}
+		if reason == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w, when %s", context.Cause(ctx), reason)
+		case <-ticker.C:
+		}
+	}
+}
+
+func conditionTrue(crd *apiextensionsv1.CustomResourceDefinition, t apiextensionsv1.CustomResourceDefinitionConditionType) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == t {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func describeConditions(crd *apiextensionsv1.CustomResourceDefinition) string {
+	if len(crd.Status.Conditions) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(crd.Status.Conditions))
+	for i, c := range crd.Status.Conditions {
+		parts[i] = fmt.Sprintf("%s=%s", c.Type, c.Status)
+		if c.Reason != "" {
+			parts[i] += " (" + c.Reason + ")"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func crdNames(crds []*apiextensionsv1.CustomResourceDefinition) []string {
+	names := make([]string, len(crds))
+	for i, crd := range crds {
+		names[i] = crd.Name
+	}
+	return names
+}
+
+// ownConnections returns an admin configuration with connections of its own and
+// the function that closes them. client-go otherwise shares one transport per
+// TLS configuration for the life of the process, whose HTTP/2 connections each
+// keep a reader goroutine: closing them is what leaves no goroutine behind.
+func (env *Environment) ownConnections() (*rest.Config, func()) {
+	cfg := env.AdminConfig()
+	d := connrotation.NewDialer((&net.Dialer{Timeout: 10 * time.Second}).DialContext)
+	cfg.Dial = d.DialContext // a config with its own Dial gets its own transport
+	return cfg, d.CloseAll
+}

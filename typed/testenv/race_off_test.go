@@ -1,0 +1,6 @@
+//go:build unix && !race
+
+package testenv
+
+// raceEnabled says whether this test binary was built with -race.
+const raceEnabled = false
