@@ -98,9 +98,8 @@ type EventQueueCollection[T event.Object] struct {
 	backlog *queue.Backlog[T]
 	known   *Store[T]
 	keyFunc event.KeyFunc[T]
-	// defaultKeys says keyFunc is event.ObjectKey, whose keys Add builds in a buffer and
-	// looks up among the known objects' keys, so that a change to a known object
-	// allocates no key.
+	// defaultKeys says keyFunc is event.ObjectKey: Add then only checks that the object
+	// has a key, and the drain loop builds it (see key), off the reflector's goroutine.
 	defaultKeys bool
 }
 
@@ -114,6 +113,7 @@ func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *
 	c.backlog = queue.NewBacklog(queue.BacklogOptions[T]{
 		Compression: opts.Compression,
 		Known:       func(key string, _ event.Event[T]) bool { return known.has(key) },
+		Key:         c.key,
 		OnSynced:    opts.OnSynced,
 		Depth:       opts.Depth,
 	})
@@ -126,7 +126,12 @@ func (c *EventQueueCollection[T]) Add(e event.Event[T]) error {
 	if e.Type < event.Added || e.Type > event.Deleted {
 		return fmt.Errorf("%w: type %v", ErrInvalidEvent, e.Type)
 	}
-	key, err := c.key(e.Object)
+	var zero T
+	var key string // computed by the drain loop (see key) when empty
+	var err error
+	if !c.defaultKeys || e.Object == zero || e.Object.GetName() == "" {
+		key, err = c.keyFunc(e.Object) // a key of the user's, or an error to report
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
@@ -134,23 +139,20 @@ func (c *EventQueueCollection[T]) Add(e event.Event[T]) error {
 	return nil
 }
 
-// key returns obj's key. With the default key function, a namespaced object that is
-// known gets the key string the store holds rather than a new one.
-func (c *EventQueueCollection[T]) key(obj T) (string, error) {
-	var zero T
-	if !c.defaultKeys || obj == zero {
-		return c.keyFunc(obj)
-	}
+// key returns the key event.ObjectKey gives obj, which Add has checked has one. A
+// namespaced object that is known gets the key string the store holds rather than a new
+// one, so that a change to a known object allocates no key.
+func (c *EventQueueCollection[T]) key(obj T) string {
 	ns, name := obj.GetNamespace(), obj.GetName()
-	if ns == "" || name == "" {
-		return c.keyFunc(obj) // no concatenation to save, or an error to report
+	if ns == "" {
+		return name
 	}
 	var buf [128]byte
 	b := append(append(append(buf[:0], ns...), '/'), name...)
 	if key, ok := c.known.internKey(b); ok {
-		return key, nil
+		return key
 	}
-	return string(b), nil
+	return string(b)
 }
 
 // Replace records a list, atomically: a synchronization addition for every listed

@@ -12,6 +12,11 @@ import (
 // ErrClosed is returned by Backlog.Drain once the backlog has been closed.
 var ErrClosed = errors.New("backlog closed")
 
+// maxInbox is the most events the inbox holds before a push sorts them by key itself: it
+// bounds the memory of a backlog whose drain loop is held off (by Between, or because it
+// is not running) by the number of keys, as compression promises.
+const maxInbox = 4096
+
 // maxBatch is the most keys Drain takes per lock acquisition. A batch amortises the lock,
 // the wake-up and the consumer's own per-call costs over many keys while the producer
 // runs ahead; it is small enough that Apply, which runs with the backlog locked, holds
@@ -22,8 +27,9 @@ const maxBatch = 128
 // of a batch carries its key in Event.Key; a batch holds every pending event of each of
 // its keys, oldest first and grouped by key, keys in line order.
 //
-// Apply runs with the backlog locked, so that whoever changes the backlog (through Update)
-// sees what Apply changed and the pending events as one consistent state; it returns the
+// Apply runs with the backlog's FIFO locked, so that whoever changes the backlog through
+// Update sees what Apply changed and the pending events as one consistent state (pushes
+// do not wait for it); it returns the
 // events to deliver (it may rewrite events in place, drop some, or return a new slice)
 // and the errors to report. Deliver runs with nothing locked, so that producers never
 // wait for it. Report, when Apply returned errors, runs after Deliver, with nothing
@@ -42,12 +48,17 @@ type BacklogOptions[T event.Object] struct {
 	// Known reports whether the consumer knows key before first, its first pending event
 	// (see NewFIFO); KnownFromFirstEvent when nil.
 	Known func(key string, first event.Event[T]) bool
+	// Key computes the key of an event pushed with an empty key, on the goroutine that
+	// sorts the inbox (normally the drain loop), with the backlog locked. Pushers that
+	// always pass a key need none.
+	Key func(obj T) string
 	// OnSynced, when set, is called once, with nothing locked, when the backlog has
 	// synced (see Backlog.HasSynced). It runs on the goroutine that made it so, before
 	// that goroutine consumes anything more.
 	OnSynced func()
 	// Depth, when set, is called with the number of pending keys after changes, with
-	// nothing locked of the backlog. Calls are serialised and never report a depth older
+	// nothing locked of the backlog; events pushed count once the drain loop has sorted
+	// them by key, before its next batch. Calls are serialised and never report a depth older
 	// than one already reported; changes that race with a call are reported by one more
 	// call after it, with the newest depth, so the last call reports the current depth.
 	// Depth may change the backlog (a change it makes is reported after it returns).
@@ -60,28 +71,45 @@ type BacklogOptions[T event.Object] struct {
 // event cache drains its Backlog into the consumer that keeps the known objects; every
 // handler drains its own into the handler. All methods are safe for concurrent use.
 //
-// Initial-sync tracking: every key pushed before Seal is marked; the backlog has synced
+// Initial-sync tracking: every event pushed before Seal is marked; the backlog has synced
 // once it is sealed and every marked key has been delivered.
+//
+// Pushes only append to an inbox, under a lock of its own held for the append alone. The
+// drain loop sorts the inbox into the FIFO (computing missing keys, applying the
+// compression rules) under the FIFO's lock before it takes each batch, so a pusher, such
+// as the reflector reading a watch, neither does per-key work nor waits for it. Whoever
+// needs the FIFO exact (Update, Len, Seal) sorts the inbox first, and so does a pusher
+// that finds it full: it never holds more than maxInbox events, which keeps memory
+// bounded by keys while the drain loop is held off.
 type Backlog[T event.Object] struct {
-	mu sync.Mutex
-	// cond wakes the drain loop (something is pending, the backlog closed, a Between
-	// ended); idle wakes Between (no batch is being consumed any more).
-	cond sync.Cond
-	idle sync.Cond
-	fifo *FIFO[T]
 	opts BacklogOptions[T]
 
-	sealed    bool
-	synced    bool
-	closed    bool
-	parked    bool // the drain loop waits on cond: only then does a push signal it
-	consuming bool // a batch is between its Apply and the end of its Deliver
-	inflight  int  // marked keys in the batch being consumed
-	pauses    int  // Between calls waiting or running: the drain loop holds off
-	buf       []event.Event[T]
+	// fifoMu guards the FIFO and the sync state. The drain loop holds it while it sorts
+	// the inbox and applies a batch. Lock order: fifoMu, then mu.
+	fifoMu   sync.Mutex
+	fifo     *FIFO[T]
+	spare    []event.Event[T] // the previous inbox's array, for reuse
+	inflight int              // marked keys in the batch being consumed
+	buf      []event.Event[T]
+	synced   atomic.Bool
+	queued   atomic.Int64 // fifo.Len(), for the drain loop's wait under mu
 
-	// Depth reporting: depth is the newest pending count, written with mu held; dirty says
-	// it has not been reported; reporting serialises the calls of opts.Depth.
+	// mu guards the inbox and the drain loop's coordination. cond wakes the drain loop
+	// (something is pushed, the backlog closed, a Between ended); idle wakes Between (no
+	// batch is being consumed any more).
+	mu          sync.Mutex
+	cond        sync.Cond
+	idle        sync.Cond
+	inbox       []event.Event[T] // pushed and not yet sorted, oldest first
+	inboxMarked int              // the first inboxMarked events of inbox were pushed before Seal
+	sealed      bool             // written with both locks held
+	closed      bool
+	parked      bool // the drain loop waits on cond: only then does a push signal it
+	consuming   bool // a batch is between its Apply and the end of its Deliver
+	pauses      int  // Between calls waiting or running: the drain loop holds off
+
+	// Depth reporting: depth is the newest pending count, written with fifoMu held; dirty
+	// says it has not been reported; reporting serialises the calls of opts.Depth.
 	depth     atomic.Int64
 	dirty     atomic.Bool
 	reporting sync.Mutex
@@ -98,74 +126,137 @@ func NewBacklog[T event.Object](opts BacklogOptions[T]) *Backlog[T] {
 	return b
 }
 
-// Push adds e to key's pending events. It never waits for the consumer.
+// Push adds e to key's pending events; with an empty key, BacklogOptions.Key computes it
+// when the event is sorted. It never waits for the consumer.
 func (b *Backlog[T]) Push(key string, e event.Event[T]) {
+	e.Key = key
 	b.mu.Lock()
-	b.fifo.Push(key, e, !b.sealed)
-	b.changed()
+	b.inbox = append(b.inbox, e)
+	b.pushed()
 }
 
 // PushBatch adds every event of batch, each under its Event.Key, in order, with one lock
 // acquisition. It never waits for the consumer.
 func (b *Backlog[T]) PushBatch(batch []event.Event[T]) {
 	b.mu.Lock()
-	mark := !b.sealed
-	for _, e := range batch {
-		b.fifo.Push(e.Key, e, mark)
+	b.inbox = append(b.inbox, batch...)
+	b.pushed()
+}
+
+// pushed finishes a push: it marks what was pushed before Seal, wakes the drain loop if
+// it is parked, and sorts a full inbox. Called with mu held; it unlocks.
+func (b *Backlog[T]) pushed() {
+	if !b.sealed {
+		b.inboxMarked = len(b.inbox)
 	}
-	b.changed()
-}
-
-// Update calls fn with the backlog locked and its FIFO, for changes that must be atomic
-// with respect to the consumer's Apply (a relist that reads the consumer's known objects
-// and pushes many keys at once). mark is what fn must pass to FIFO.Push: whether pushes
-// count toward the initial sync. fn must not call the Backlog.
-func (b *Backlog[T]) Update(fn func(f *FIFO[T], mark bool)) {
-	b.mu.Lock()
-	fn(b.fifo, !b.sealed)
-	b.changed()
-}
-
-// Seal ends the initial state: keys pushed from now on are not marked, and the backlog
-// syncs once the marked keys are delivered. Seal is idempotent.
-func (b *Backlog[T]) Seal() {
-	b.mu.Lock()
-	b.sealed = true
-	b.changed()
-}
-
-// changed records a change made with mu held, wakes the drain loop if it is parked,
-// unlocks, then runs the callbacks the change calls for.
-func (b *Backlog[T]) changed() {
-	if b.parked && b.fifo.Len() > 0 {
+	if b.parked {
 		b.cond.Signal()
 	}
-	syncedNow := b.checkSynced()
-	b.noteDepth()
+	full := len(b.inbox) >= maxInbox
 	b.mu.Unlock()
-	if syncedNow && b.opts.OnSynced != nil {
-		b.opts.OnSynced()
+	if full {
+		b.fifoMu.Lock()
+		b.sort()
+		b.fifoMu.Unlock()
+		b.reportDepth()
 	}
-	b.reportDepth()
 }
 
-// checkSynced flips synced when the marked keys are all delivered; it reports whether it
-// did. Called with mu held.
-func (b *Backlog[T]) checkSynced() bool {
-	if b.synced || !b.sealed || b.fifo.Marked() > 0 || b.inflight > 0 {
-		return false
+// sort moves the inbox into the FIFO. Called with fifoMu held, and not mu.
+func (b *Backlog[T]) sort() {
+	b.mu.Lock()
+	in, marked := b.inbox, b.inboxMarked
+	b.inbox, b.inboxMarked, b.spare = b.spare, 0, nil
+	// The events leave the inbox for the FIFO in one step as the drain loop sees them
+	// (under mu): it must never find both empty meanwhile and park with work pending.
+	// fifoChanged stores the exact length once they are sorted.
+	b.queued.Add(int64(len(in)))
+	b.mu.Unlock()
+	if len(in) == 0 {
+		b.spare = in
+		return
 	}
-	b.synced = true
-	return true
+	for i, e := range in {
+		if e.Key == "" {
+			e.Key = b.opts.Key(e.Object)
+		}
+		b.fifo.Push(e.Key, e, i < marked)
+	}
+	clear(in) // drop the objects: the FIFO holds what it keeps
+	if cap(in) <= maxInbox {
+		b.spare = in[:0] // a burst's larger array is not kept
+	}
+	b.fifoChanged()
 }
 
-// noteDepth records the pending count for reportDepth. Called with mu held, so that the
-// newest change's count is the one left.
-func (b *Backlog[T]) noteDepth() {
+// fifoChanged records the FIFO's new length. Called with fifoMu held.
+func (b *Backlog[T]) fifoChanged() {
+	b.queued.Store(int64(b.fifo.Len()))
 	if b.opts.Depth != nil {
 		b.depth.Store(int64(b.fifo.Len()))
 		b.dirty.Store(true)
 	}
+}
+
+// Update calls fn with the FIFO locked, holding every event pushed so far, for changes
+// that must be atomic with respect to the consumer's Apply (a relist that reads the
+// consumer's known objects and pushes many keys at once). mark is what fn must pass to
+// FIFO.Push: whether pushes count toward the initial sync. fn must not call the Backlog.
+func (b *Backlog[T]) Update(fn func(f *FIFO[T], mark bool)) {
+	b.fifoMu.Lock()
+	b.sort()
+	fn(b.fifo, !b.sealed)
+	b.fifoChanged()
+	syncedNow := b.checkSynced()
+	b.fifoMu.Unlock()
+	b.wake()
+	b.callbacks(syncedNow)
+}
+
+// Seal ends the initial state: events pushed from now on are not marked, and the backlog
+// syncs once the marked keys are delivered. Seal is idempotent.
+func (b *Backlog[T]) Seal() {
+	b.fifoMu.Lock()
+	b.mu.Lock()
+	b.sealed = true
+	b.mu.Unlock()
+	b.sort() // marked events may have cancelled out: only the FIFO can tell
+	syncedNow := b.checkSynced()
+	b.fifoMu.Unlock()
+	b.callbacks(syncedNow)
+}
+
+// wake signals the drain loop if it is parked and something is pending.
+func (b *Backlog[T]) wake() {
+	b.mu.Lock()
+	if b.parked && b.pendingLocked() {
+		b.cond.Signal()
+	}
+	b.mu.Unlock()
+}
+
+// checkSynced flips synced when the backlog is sealed and the marked keys are all
+// delivered; it reports whether it did. Called with fifoMu held, after a sort.
+func (b *Backlog[T]) checkSynced() bool {
+	if b.synced.Load() || !b.sealed || b.fifo.Marked() > 0 || b.inflight > 0 {
+		return false
+	}
+	b.mu.Lock()
+	marked := b.inboxMarked
+	b.mu.Unlock()
+	if marked > 0 {
+		return false
+	}
+	b.synced.Store(true)
+	return true
+}
+
+// callbacks runs, with nothing locked, what a change calls for.
+func (b *Backlog[T]) callbacks(syncedNow bool) {
+	if syncedNow && b.opts.OnSynced != nil {
+		b.opts.OnSynced()
+	}
+	b.reportDepth()
 }
 
 // reportDepth calls opts.Depth with the newest pending count, unless another goroutine is
@@ -186,9 +277,10 @@ func (b *Backlog[T]) reportDepth() {
 }
 
 // Drain is the single drain loop: it hands the pending keys, in line order and in
-// batches, to consumer (Apply locked, Deliver and Report unlocked). It returns when ctx is
-// done (with ctx.Err()) or the backlog is closed (with ErrClosed), after the batch being
-// consumed, if any, has been delivered. Only one Drain may run at a time.
+// batches, to consumer (Apply with the FIFO locked, Deliver and Report unlocked). It
+// returns when ctx is done (with ctx.Err()) or the backlog is closed (with ErrClosed),
+// after the batch being consumed, if any, has been delivered. Only one Drain may run at a
+// time.
 func (b *Backlog[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
 	// The wake-up on cancellation runs in a goroutine of its own; Drain waits for it, so
 	// that nothing of the backlog outlives the drain loop.
@@ -208,7 +300,7 @@ func (b *Backlog[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
 	}()
 	b.mu.Lock()
 	for {
-		for (b.fifo.Len() == 0 || b.pauses > 0) && !b.closed && ctx.Err() == nil {
+		for (!b.pendingLocked() || b.pauses > 0) && !b.closed && ctx.Err() == nil {
 			b.parked = true
 			b.cond.Wait()
 			b.parked = false
@@ -226,11 +318,11 @@ func (b *Backlog[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
 }
 
 // Consume hands up to maxKeys of the longest-pending keys to consumer on the calling
-// goroutine, as one batch of the drain loop (Apply locked, Deliver and Report unlocked),
-// and returns how many keys it consumed: 0 when nothing is pending. It waits while a
-// Between function runs. It is for owners that drive the backlog step by step, such as
-// tests interleaving pushes with consumption; it must not run at the same time as Drain
-// or another Consume.
+// goroutine, as one batch of the drain loop (Apply with the FIFO locked, Deliver and
+// Report unlocked), and returns how many keys it consumed: 0 when nothing is pending. It
+// waits while a Between function runs. It is for owners that drive the backlog step by
+// step, such as tests interleaving pushes with consumption; it must not run at the same
+// time as Drain or another Consume.
 func (b *Backlog[T]) Consume(consumer Consumer[T], maxKeys int) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -241,12 +333,14 @@ func (b *Backlog[T]) Consume(consumer Consumer[T], maxKeys int) int {
 }
 
 // consumeBatch hands up to maxKeys pending keys to consumer and returns how many it took.
-// Called with mu held, and returns with it held; it releases mu while the batch is
-// delivered and reported.
+// Called with mu held and no pause; it returns with mu held, having released it while
+// the batch was sorted, applied, delivered and reported.
 func (b *Backlog[T]) consumeBatch(consumer Consumer[T], maxKeys int) int {
-	if b.fifo.Len() == 0 {
-		return 0
-	}
+	b.consuming = true
+	b.mu.Unlock()
+
+	b.fifoMu.Lock()
+	b.sort()
 	batch := b.buf[:0]
 	n := 0
 	for ; n < maxKeys; n++ {
@@ -263,20 +357,31 @@ func (b *Backlog[T]) consumeBatch(consumer Consumer[T], maxKeys int) int {
 		}
 	}
 	b.buf = batch
-	b.consuming = true
-	out, errs := consumer.Apply(batch)
-	b.noteDepth()
-	b.mu.Unlock()
+	var out []event.Event[T]
+	var errs []error
+	if n > 0 {
+		out, errs = consumer.Apply(batch)
+		b.fifoChanged()
+	}
+	b.fifoMu.Unlock()
+
 	b.reportDepth()
-	consumer.Deliver(out)
+	if n > 0 {
+		consumer.Deliver(out)
+	}
 	clear(b.buf) // drop the batch's objects: the consumer is done with them
+
+	b.fifoMu.Lock()
+	b.inflight = 0
+	syncedNow := b.checkSynced()
+	b.fifoMu.Unlock()
+
 	b.mu.Lock()
 	b.consuming = false
 	if b.pauses > 0 {
 		b.idle.Broadcast()
 	}
-	b.inflight = 0
-	if b.checkSynced() && b.opts.OnSynced != nil {
+	if syncedNow && b.opts.OnSynced != nil {
 		// Called before the next batch, so that nothing consumed after the sync is
 		// mistaken for part of it by what OnSynced starts.
 		b.mu.Unlock()
@@ -324,23 +429,31 @@ func (b *Backlog[T]) Close() {
 // Clear drops every pending key and event, so that nothing the backlog held stays
 // reachable through it. Marked keys dropped this way never sync.
 func (b *Backlog[T]) Clear() {
+	b.fifoMu.Lock()
 	b.mu.Lock()
-	b.fifo.Clear()
+	b.inbox, b.inboxMarked = nil, 0
 	b.mu.Unlock()
+	b.fifo.Clear()
+	b.spare = nil
+	b.fifoChanged()
+	b.fifoMu.Unlock()
+	b.reportDepth()
 }
 
 // HasSynced reports whether the backlog is sealed and every key pushed before Seal has
 // been delivered.
-func (b *Backlog[T]) HasSynced() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.synced
-}
+func (b *Backlog[T]) HasSynced() bool { return b.synced.Load() }
 
 // Len returns the number of keys with pending events; keys of the batch being consumed
 // are no longer pending.
 func (b *Backlog[T]) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.fifo.Len()
+	b.fifoMu.Lock()
+	b.sort()
+	n := b.fifo.Len()
+	b.fifoMu.Unlock()
+	b.reportDepth()
+	return n
 }
+
+// pendingLocked reports whether anything is pushed and not consumed. Called with mu held.
+func (b *Backlog[T]) pendingLocked() bool { return len(b.inbox) > 0 || b.queued.Load() > 0 }

@@ -368,9 +368,35 @@ func TestDepthEndsAtTheCurrentDepthWhenChangesRace(t *testing.T) {
 	if overlapped.Load() {
 		t.Error("Depth calls overlapped")
 	}
-	// With no more changes, a paused backlog reports what is pending.
+	// With no more changes, what is pushed is reported once sorted by key.
 	push(b, "x", "1", event.Added)
+	if n := b.Len(); n != 1 {
+		t.Errorf("Len() after one push to an empty backlog = %d, want 1", n)
+	}
 	if n := last.Load(); n != 1 {
 		t.Errorf("depth after one push to an empty backlog = %d, want 1", n)
+	}
+}
+
+// TestDrainNeverParksWithEventsPending races the drain loop's start against pushes and a
+// Seal that sorts them into the FIFO: whichever comes first, every pushed key is
+// delivered and the backlog syncs. (A drain loop that looked at the inbox after the sort
+// emptied it, and at the FIFO before the sort filled it, once parked for good.)
+func TestDrainNeverParksWithEventsPending(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	for i := range 300 {
+		b := queue.NewBacklog(queue.BacklogOptions[*corev1.ConfigMap]{})
+		c := &consumer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- b.Drain(ctx, c) }()
+		b.PushBatch([]ev{
+			{Type: event.Added, Key: "ns/a", Object: cm("a", "1")},
+			{Type: event.Added, Key: "ns/b", Object: cm("b", "1")},
+		})
+		b.Seal()
+		testwait.Eventually(t, fmt.Sprintf("iteration %d: the backlog to sync", i), b.HasSynced, 30*time.Second)
+		cancel()
+		<-done
 	}
 }
