@@ -11,18 +11,21 @@
 //
 // # Lock order
 //
-// The pipeline's locks nest in one order only:
+// A Backlog has two locks: its inbox lock, held by a push only to append, and its FIFO
+// lock, held while the inbox is sorted into the FIFO, a batch is taken and applied, and
+// Update's function runs. The pipeline's locks nest in one order only:
 //
-//	event cache's Backlog -> known objects' Store
-//	Controller -> handler list -> handler's Backlog
-//	handler's Backlog -> known objects' Store (read, to hand a new handler the current state)
+//	Backlog's FIFO lock -> the same Backlog's inbox lock
+//	event cache's Backlog (FIFO lock) -> known objects' Store
+//	Controller -> handler list -> handler's Backlog (inbox lock)
+//	handler's Backlog (FIFO lock) -> known objects' Store (read, to hand a new handler the current state)
 //
-// A Backlog's lock is held only while its FIFO changes, during Consumer.Apply and during
-// Update's function; those may take the store's lock, never a Backlog's, and nothing
-// holds the store's lock while it takes a Backlog's. Nothing else a
-// Backlog calls runs with its lock held: Consumer.Deliver (which pushes into the handlers'
-// Backlogs), Consumer.Report, OnSynced and Depth run unlocked, so user code they reach
-// (handlers, metrics, error reporters) may call back into the pipeline.
+// Consumer.Apply, Update's function and BacklogOptions.Key and Known run with the FIFO
+// lock held; they may take the store's lock, never a Backlog's, and nothing holds the
+// store's lock while it takes a Backlog's. Nothing else a Backlog calls runs with a lock
+// of its held: Consumer.Deliver (which pushes into the handlers' Backlogs),
+// Consumer.Report, OnSynced and Depth run unlocked, so user code they reach (handlers,
+// metrics, error reporters) may call back into the pipeline.
 //
 // Compression keeps a stalled consumer's memory proportional to the number of distinct
 // keys, never to the number of events. With compression on, a key never has more than
