@@ -33,9 +33,9 @@ test: controlplane vet
 		grep -E -A4 '^(--- FAIL|FAIL|panic: |running tests:)' .cache/test.log | head -n 150; \
 	fi; exit $$status
 
-## unit: the tests that need no control plane (every end-to-end test is in internal/e2e or examples)
+## unit: the tests that need no control plane (every end-to-end test is in internal/e2e, typed/testenv or examples)
 unit:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e -e /internal/controlplane -e /examples)
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e -e /internal/controlplane -e /typed/testenv -e /examples)
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:
