@@ -37,8 +37,9 @@ type Store[T event.Object] struct {
 	// internKey).
 	items    map[string]*item[T]
 	indexers Indexers[T]
-	// indices maps index name -> indexed value -> set of keys.
-	indices map[string]map[string]map[string]struct{}
+	// indices maps index name -> indexed value -> key -> item, so that a lookup by index
+	// reads the objects without going through items.
+	indices map[string]map[string]map[string]*item[T]
 	// nsSizes, set by reserve, sizes each namespace's key set of the namespace index when
 	// it is created, so that the first list does not rehash the sets as they fill.
 	nsSizes map[string]int
@@ -61,14 +62,14 @@ func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 	s := &Store[T]{
 		items:    make(map[string]*item[T]),
 		indexers: Indexers[T]{},
-		indices:  map[string]map[string]map[string]struct{}{NamespaceIndex: {}},
+		indices:  map[string]map[string]map[string]*item[T]{NamespaceIndex: {}},
 	}
 	for name, fn := range indexers {
 		if name == NamespaceIndex {
 			continue // built in, and kept without calling an IndexFunc
 		}
 		s.indexers[name] = fn
-		s.indices[name] = make(map[string]map[string]struct{})
+		s.indices[name] = make(map[string]map[string]*item[T])
 	}
 	return &Writer[T]{s: s}
 }
@@ -98,7 +99,8 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 		}
 		it.obj = obj
 	} else {
-		s.items[key] = &item[T]{key: key, obj: obj}
+		it = &item[T]{key: key, obj: obj}
+		s.items[key] = it
 	}
 	// The namespace index is maintained inline: it is on every store, and an IndexFunc
 	// call would allocate two slices per update.
@@ -108,12 +110,12 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 			removeKey(idx, prior.GetNamespace(), key)
 		}
 		if idx[ns] == nil && s.nsSizes != nil {
-			idx[ns] = make(map[string]struct{}, s.nsSizes[ns])
+			idx[ns] = make(map[string]*item[T], s.nsSizes[ns])
 			if delete(s.nsSizes, ns); len(s.nsSizes) == 0 {
 				s.nsSizes = nil
 			}
 		}
-		addKey(idx, ns, key)
+		addItem(idx, ns, it)
 	}
 	for name, fn := range s.indexers {
 		var old []string
@@ -133,7 +135,7 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 			removeKey(idx, v, key)
 		}
 		for _, v := range cur {
-			addKey(idx, v, key)
+			addItem(idx, v, it)
 		}
 	}
 	return prior, existed, false, err
@@ -160,16 +162,16 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 	return prior, true
 }
 
-func addKey(idx map[string]map[string]struct{}, value, key string) {
+func addItem[T event.Object](idx map[string]map[string]*item[T], value string, it *item[T]) {
 	set := idx[value]
 	if set == nil {
-		set = make(map[string]struct{})
+		set = make(map[string]*item[T])
 		idx[value] = set
 	}
-	set[key] = struct{}{}
+	set[it.key] = it
 }
 
-func removeKey(idx map[string]map[string]struct{}, value, key string) {
+func removeKey[T event.Object](idx map[string]map[string]*item[T], value, key string) {
 	set := idx[value]
 	delete(set, key)
 	if len(set) == 0 {
@@ -250,8 +252,8 @@ func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
 	}
 	set := idx[value]
 	out := make([]T, 0, len(set))
-	for k := range set {
-		out = append(out, s.items[k].obj)
+	for _, it := range set {
+		out = append(out, it.obj)
 	}
 	return out, nil
 }
