@@ -44,3 +44,14 @@ type listError struct{ err error }
 
 func (e listError) Error() string { return e.err.Error() }
 func (e listError) Unwrap() error { return e.err }
+
+// IsResourceNotServed reports whether err, as a reflector reports it, says that the
+// server does not serve the listed resource at all: a list or watch-list answered 404 Not
+// Found, as for a CustomResourceDefinition that was deleted or an API group that is not
+// installed. The reflector keeps retrying with backoff, since the resource may come back;
+// an owner that knows when it does (a manager watching CustomResourceDefinitions) may
+// stop the reflector on this error instead, and start it again later.
+func IsResourceNotServed(err error) bool {
+	var list listError
+	return errors.As(err, &list) && apierrors.IsNotFound(err)
+}

@@ -103,3 +103,40 @@ func TestAServerUnreachableForAListIsAFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestIsResourceNotServedOnlyForAListAnswered404: a 404 on the reflector's list or
+// watch-list means the resource is not served (a deleted CustomResourceDefinition); a 404
+// anywhere else, or another failure of a list, does not.
+func TestIsResourceNotServedOnlyForAListAnswered404(t *testing.T) {
+	notFound := apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "widgets"}, "")
+	failList := func(src *lw, err error) { src.FailList(1, err) }
+	failWatch := func(src *lw, err error) { src.FailWatch(1, err) }
+	tests := []struct {
+		name      string
+		watchList bool
+		fail      func(src *lw, err error)
+		err       error
+		want      bool
+	}{
+		{name: "404 for a list", fail: failList, err: notFound, want: true},
+		{name: "404 for a watch-list", watchList: true, fail: failWatch, err: notFound, want: true},
+		{name: "404 for a watch", fail: failWatch, err: notFound, want: false},
+		{name: "403 for a list", fail: failList, err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no")), want: false},
+		{name: "500 for a list", fail: failList, err: apierrors.NewInternalError(errors.New("etcd")), want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+			tt.fail(src, tt.err)
+			cache := start(t, src, reflect.Options[obj]{WatchList: tt.watchList, Backoff: fastRetries})
+			cache.waitFor(t, "the reported error", func(_ []call, errs []error) bool { return len(errs) > 0 })
+			_, errs := cache.snapshot()
+			if got := reflect.IsResourceNotServed(errs[0]); got != tt.want {
+				t.Errorf("IsResourceNotServed(%v) = %v, want %v", errs[0], got, tt.want)
+			}
+		})
+	}
+	if reflect.IsResourceNotServed(notFound) {
+		t.Error("IsResourceNotServed is true for a 404 the reflector did not report as a list's")
+	}
+}
