@@ -276,6 +276,16 @@ func (c *Controller[T, L]) WaitForSync(ctx context.Context) error {
 // Store returns the read-only view of the known objects.
 func (c *Controller[T, L]) Store() *eventcache.Store[T] { return c.writer.Store() }
 
+// AddIndexers adds secondary indexes to the known objects, before or while the
+// controller runs: the objects already known are indexed at once, atomically, and every
+// later change keeps the new indexes up to date. A name already in use is an error
+// wrapping eventcache.ErrIndexExists, and nothing is added (see Writer.AddIndexers).
+// Sharing one controller between users that each need their own indexes is what it is
+// for: Options.Indexers fixes the indexes at creation.
+func (c *Controller[T, L]) AddIndexers(indexers eventcache.Indexers[T]) error {
+	return c.writer.AddIndexers(indexers)
+}
+
 // LastSyncResourceVersion returns the newest resource version the controller has seen.
 func (c *Controller[T, L]) LastSyncResourceVersion() string {
 	return c.reflector.LastSyncResourceVersion()

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
@@ -409,4 +410,52 @@ func TestRunOnceAndNoHandlersAfterStop(t *testing.T) {
 		t.Errorf("AddHandler after Run = %v, want ErrStopped", err)
 	}
 	goleak.VerifyNone(t)
+}
+
+// TestAddIndexersWhileRunningIndexesEveryObjectAndLaterChanges: an index added while
+// changes stream in holds, once they stop, exactly the objects it would hold had it been
+// there from the start; a second index of the same name is refused.
+func TestAddIndexersWhileRunningIndexesEveryObjectAndLaterChanges(t *testing.T) {
+	src := fake.New[obj, list](cm("ns", "a", map[string]string{"team": "red"}), cm("ns", "b", map[string]string{"team": "blue"}))
+	c := controller.New[obj, list](src)
+	run(t, c)
+	if err := c.WaitForSync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	byTeam := eventcache.Indexers[obj]{"team": func(o obj) ([]string, error) { return []string{o.Labels["team"]}, nil }}
+	done := make(chan error, 1)
+	go func() {
+		for i := range 50 {
+			team := []string{"red", "blue"}[i%2]
+			if _, err := src.Create(cm("ns", fmt.Sprint("x", i), map[string]string{"team": team})); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	if err := c.AddIndexers(byTeam); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every object cached", func() bool { return c.Store().Len() == 52 })
+	for _, team := range []string{"red", "blue"} {
+		got, err := c.Store().ByIndex("team", team)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 26 {
+			t.Errorf("ByIndex(team, %s) holds %d objects, want 26", team, len(got))
+		}
+		for _, o := range got {
+			if o.Labels["team"] != team {
+				t.Errorf("ByIndex(team, %s) holds %s of team %s", team, o.Name, o.Labels["team"])
+			}
+		}
+	}
+	if err := c.AddIndexers(byTeam); !errors.Is(err, eventcache.ErrIndexExists) {
+		t.Errorf("adding the index again: %v, want ErrIndexExists", err)
+	}
 }

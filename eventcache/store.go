@@ -1,6 +1,7 @@
 package eventcache
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -76,6 +77,42 @@ func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 
 // Store returns the read-only view of the objects this Writer writes.
 func (w *Writer[T]) Store() *Store[T] { return w.s }
+
+// ErrIndexExists is returned, wrapped, by AddIndexers for an index name the store has.
+var ErrIndexExists = errors.New("index already exists")
+
+// AddIndexers adds secondary indexes and indexes every stored object in them, atomically:
+// no reader sees a new index half built. It adds none and returns an error wrapping
+// ErrIndexExists when a name is taken (the namespace index included), since replacing an
+// index that readers use would change their answers behind their backs. An index
+// function's error leaves that object out of that index, and is returned joined with the
+// others once every index is built.
+func (w *Writer[T]) AddIndexers(indexers Indexers[T]) error {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range indexers {
+		if _, ok := s.indices[name]; ok {
+			return fmt.Errorf("index %q: %w", name, ErrIndexExists)
+		}
+	}
+	var errs []error
+	for name, fn := range indexers {
+		idx := make(map[string]map[string]*item[T])
+		for key, it := range s.items {
+			values, err := fn(it.obj)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("index %q of %q: %w", name, key, err))
+				continue
+			}
+			for _, v := range values {
+				addItem(idx, v, it)
+			}
+		}
+		s.indexers[name], s.indices[name] = fn, idx
+	}
+	return errors.Join(errs...)
+}
 
 // Set stores obj under key and returns the object it replaced, if any. The object is
 // always stored; an error means that one of the index functions failed, and obj is then
