@@ -174,7 +174,9 @@ func notFound(resource string) func(string) error {
 }
 
 func alreadyExists(resource string) func(string) error {
-	return func(name string) error { return apierrors.NewAlreadyExists(schema.GroupResource{Resource: resource}, name) }
+	return func(name string) error {
+		return apierrors.NewAlreadyExists(schema.GroupResource{Resource: resource}, name)
+	}
 }
 
 // repeat returns vs n times over.
