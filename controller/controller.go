@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -66,6 +67,8 @@ type Controller[T event.Object, L reflect.List] struct {
 	reflector  *reflect.Reflector[T, L]
 	dist       distributor[T]
 	nilSource  bool // New was given a nil ListerWatcher
+	// detectMutations: the writer keeps copies, and Run checks them when it ends.
+	detectMutations bool
 
 	synced     atomic.Bool
 	syncedCh   chan struct{}
@@ -96,6 +99,10 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options
 		c.cfg.compression = queue.FullHistory
 	}
 	c.writer = eventcache.NewWriter(o.Indexers)
+	if o.DetectMutations || os.Getenv(MutationDetectorEnv) == "true" {
+		c.writer.DetectMutations()
+		c.detectMutations = true
+	}
 	eqOpts := eventcache.Options[T]{
 		KeyFunc:     o.KeyFunc,
 		Compression: c.cfg.compression,
@@ -154,7 +161,9 @@ func (c *Controller[T, L]) onSynced() {
 // then the reflector; when ctx ends it stops the reflector, then the consumer, then the
 // handlers (letting an event being handled finish), and returns once none of its
 // goroutines is left. It returns ErrAlreadyStarted if called twice, and
-// ErrNilListerWatcher at once for a Controller made with a nil ListerWatcher.
+// ErrNilListerWatcher at once for a Controller made with a nil ListerWatcher. With
+// Options.DetectMutations, it returns the cached objects found changed in place when it
+// ends (*eventcache.MutationError, joined).
 func (c *Controller[T, L]) Run(ctx context.Context) error {
 	if c.nilSource {
 		var zero T
@@ -188,6 +197,15 @@ func (c *Controller[T, L]) Run(ctx context.Context) error {
 		r.stop()
 	}
 	c.wg.Wait()
+	if c.detectMutations {
+		// Every handler has returned: what differs now was changed by one of them, or by
+		// a reader, and will never be caught at an update.
+		err := c.writer.CheckMutations()
+		if err != nil {
+			c.cfg.reportError(ctx, err)
+		}
+		return err
+	}
 	return nil
 }
 

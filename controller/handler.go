@@ -15,7 +15,8 @@ import (
 // Handler receives the events of a Controller, one at a time, in order for each key.
 // Handle runs on the handler's own goroutine; a slow Handle delays only this handler,
 // whose backlog is compressed per key (see package queue) and so stays bounded by the
-// number of keys. ctx is the controller's Run context.
+// number of keys. ctx is the controller's Run context. The event's objects are the
+// cache's own: read-only (see event.Event).
 type Handler[T event.Object] interface {
 	Handle(ctx context.Context, e event.Event[T])
 }

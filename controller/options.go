@@ -78,7 +78,21 @@ type Options[T event.Object] struct {
 	// Indexers are secondary indexes of the known objects, by name, queried with
 	// Store().ByIndex. Every controller also has eventcache.NamespaceIndex.
 	Indexers eventcache.Indexers[T]
+	// DetectMutations turns on the mutation detector, for tests: the cache keeps a deep
+	// copy of every object and finds objects that handlers, reconcilers or readers changed
+	// in place, which they must never do (cached objects are shared and read-only). Each
+	// one found when it is next updated or deleted is reported through OnError as an
+	// *eventcache.MutationError with its key and a go-cmp diff, and Run checks every
+	// object when it ends and returns what it found. The environment variable
+	// TYPEDINFORMER_CACHE_MUTATION_DETECTOR=true turns it on for every controller of a
+	// test binary, as client-go's KUBE_CACHE_MUTATION_DETECTOR does. It doubles the
+	// cache's memory and adds a deep copy per write: leave it off in production.
+	DetectMutations bool
 }
+
+// MutationDetectorEnv is the environment variable that, set to "true", turns on
+// Options.DetectMutations for every controller.
+const MutationDetectorEnv = "TYPEDINFORMER_CACHE_MUTATION_DETECTOR"
 
 // mergeOptions merges opts in order, field by field: a later non-zero field wins, and
 // Indexers are united (a later index of the same name wins). It returns a new Indexers
@@ -94,6 +108,7 @@ func mergeOptions[T event.Object](opts []Options[T]) Options[T] {
 		m.Clock = cmp.Or(o.Clock, m.Clock)
 		m.Metrics = cmp.Or(o.Metrics, m.Metrics)
 		m.FullHistory = cmp.Or(o.FullHistory, m.FullHistory)
+		m.DetectMutations = cmp.Or(o.DetectMutations, m.DetectMutations)
 		if o.ListOptions != nil {
 			m.ListOptions = o.ListOptions
 		}

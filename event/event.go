@@ -60,6 +60,10 @@ func (t Type) String() string {
 // final state as the server reported it or, when FinalStateUnknown is set, the newest
 // state the pipeline knew. Prior is the state the consumer held for the key before this
 // event; it is the zero value (nil) when the key was not known.
+//
+// Object and Prior are the cache's own objects, shared with every other handler and
+// reader: treat them as read-only and change a DeepCopy (controller.Options has a
+// mutation detector for tests).
 type Event[T Object] struct {
 	// Type is what happened: Added, Modified or Deleted.
 	Type Type

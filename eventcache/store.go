@@ -30,7 +30,8 @@ var ErrNoIndex = fmt.Errorf("no such index")
 // change it, so who may write is visible in the types.
 //
 // Objects are shared, not copied: callers must treat every returned object as read-only,
-// as with client-go's listers.
+// as with client-go's listers, and change a DeepCopy. Tests can catch violations with
+// the mutation detector (Writer.DetectMutations, controller.Options.DetectMutations).
 type Store[T event.Object] struct {
 	mu sync.RWMutex
 	// items holds each object in an item of its own, so that an update changes the item
@@ -44,6 +45,10 @@ type Store[T event.Object] struct {
 	// nsSizes, set by reserve, sizes each namespace's key set of the namespace index when
 	// it is created, so that the first list does not rehash the sets as they fill.
 	nsSizes map[string]int
+	// copies, when the mutation detector is on, holds a deep copy of each stored object as
+	// it was stored; found collects the differences writes met (see DetectMutations).
+	copies map[string]T
+	found  []error
 }
 
 type item[T event.Object] struct {
@@ -139,6 +144,9 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 		it = &item[T]{key: key, obj: obj}
 		s.items[key] = it
 	}
+	if s.copies != nil {
+		s.keepCopy(key, prior, existed, obj)
+	}
 	// The namespace index is maintained inline: it is on every store, and an IndexFunc
 	// call would allocate two slices per update.
 	if ns := obj.GetNamespace(); !existed || prior.GetNamespace() != ns {
@@ -189,6 +197,9 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 	}
 	prior = it.obj
 	delete(s.items, key)
+	if s.copies != nil {
+		s.dropCopy(key, prior)
+	}
 	removeKey(s.indices[NamespaceIndex], prior.GetNamespace(), key)
 	for name, fn := range s.indexers {
 		old, _ := fn(prior)
