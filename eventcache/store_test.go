@@ -97,3 +97,41 @@ func TestAddIndexersReportsIndexErrorsAndIndexesTheRest(t *testing.T) {
 		t.Errorf("ByIndex(team, red) (-want +got):\n%s", diff)
 	}
 }
+
+// TestWriterMutationDetector: an object changed in place is found when it is replaced,
+// when it is deleted, and by CheckMutations; the detector off is an error, not silence.
+func TestWriterMutationDetector(t *testing.T) {
+	w := NewWriter[obj](nil)
+	if err := w.CheckMutations(); !errors.Is(err, ErrMutationDetectorOff) {
+		t.Errorf("CheckMutations with the detector off: %v, want ErrMutationDetectorOff", err)
+	}
+	w.DetectMutations()
+	for _, name := range []string{"replaced", "deleted", "kept"} {
+		if _, _, err := w.Set("ns/"+name, cm(name, "1")); err != nil {
+			t.Fatal(err)
+		}
+		o, _ := w.Store().Get("ns/" + name)
+		o.Data = map[string]string{"changed": "in place"}
+	}
+	if _, _, err := w.Set("ns/replaced", cm("replaced", "2")); err != nil {
+		t.Fatal(err)
+	}
+	w.Delete("ns/deleted")
+	var keys []string
+	for _, err := range w.takeMutations() {
+		var m *MutationError
+		if errors.As(err, &m) {
+			keys = append(keys, m.Key)
+		}
+	}
+	var m *MutationError
+	if err := w.CheckMutations(); errors.As(err, &m) {
+		keys = append(keys, m.Key)
+	}
+	if diff := cmp.Diff([]string{"ns/replaced", "ns/deleted", "ns/kept"}, keys); diff != "" {
+		t.Errorf("mutations found (-want +got):\n%s", diff)
+	}
+	if w.takeMutations() != nil {
+		t.Error("mutations taken twice")
+	}
+}
