@@ -159,7 +159,7 @@ var scenarios = []scenario{
 	{
 		bench: "BenchmarkControlPlaneSync",
 		title: "Real control plane: sync from kube-apiserver",
-		about: "10,000 ConfigMaps in one namespace of a local etcd and kube-apiserver (internal/controlplane), " +
+		about: "10,000 ConfigMaps in one namespace of a local etcd and kube-apiserver (typed/testenv), " +
 			"read through a generated typed client (`clientset.CoreV1().ConfigMaps(ns)`), over HTTP/2 on " +
 			"loopback. Time from starting the library to every addition delivered and synced, after one " +
 			"untimed warm-up sync. Decoding the list, the same client-go code for all, dominates.",
