@@ -56,7 +56,7 @@ func NewFinalizer[T event.Object, C Patcher[T]](clients func(namespace string) C
 //	}
 //
 // For a live object it adds the finalizer unless it is there (no API call when it is)
-// and returns false. For an object being deleted (deletionTimestamp set) that carries the
+// and returns false, or true if a conflict showed that its deletion has started. For an object being deleted (deletionTimestamp set) that carries the
 // finalizer, it runs the cleanup and, once that has succeeded, removes the finalizer; it
 // returns true, with the cleanup's error if that failed (the Loop then retries the key).
 // An object being deleted without the finalizer, and a deleted one (req.Deleted), return
@@ -91,7 +91,7 @@ func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool
 		if slices.Contains(obj.GetFinalizers(), f.name) {
 			return false, nil
 		}
-		err := f.patch(ctx, client, obj, func(cur T) ([]string, bool) {
+		cur, err := f.patch(ctx, client, obj, func(cur T) ([]string, bool) {
 			if cur.GetDeletionTimestamp() != nil || slices.Contains(cur.GetFinalizers(), f.name) {
 				return nil, false
 			}
@@ -100,6 +100,9 @@ func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool
 		if err != nil {
 			err = writeError("adding finalizer "+f.name+" to", obj, obj.GetNamespace(), obj.GetName(), err, true)
 			return apierrors.IsNotFound(err), err
+		}
+		if cur.GetDeletionTimestamp() != nil {
+			return true, nil // its deletion started meanwhile, without the finalizer
 		}
 		logger.V(2).Info("Added finalizer", "object", klog.KObj(obj))
 		return false, nil
@@ -110,7 +113,7 @@ func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool
 	if err := f.cleanup(ctx, obj); err != nil {
 		return true, fmt.Errorf("cleanup of finalizer %s for %s %s: %w", f.name, kindOf(obj), klog.KObj(obj), err)
 	}
-	err = f.patch(ctx, client, obj, func(cur T) ([]string, bool) {
+	_, err = f.patch(ctx, client, obj, func(cur T) ([]string, bool) {
 		i := slices.Index(cur.GetFinalizers(), f.name)
 		if i < 0 {
 			return nil, false
@@ -138,10 +141,11 @@ type finalizerPatch struct {
 }
 
 // patch sets obj's finalizers to what change computes from them, unless change says there
-// is nothing to do. On a conflict it reads the object again and recomputes.
-func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj T, change func(cur T) ([]string, bool)) error {
+// is nothing to do. On a conflict it reads the object again and recomputes. It returns
+// the state change was last given.
+func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj T, change func(cur T) ([]string, bool)) (T, error) {
 	cur, reread := obj, false
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if reread {
 			got, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
 			if err != nil {
@@ -167,4 +171,5 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj T, chan
 		_, err = client.Patch(ctx, cur.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
 		return err
 	})
+	return cur, err
 }

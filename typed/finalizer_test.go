@@ -107,8 +107,9 @@ func TestFinalizerHandle(t *testing.T) {
 		},
 		wantStored: []string{"other.io/new", cleanupFinalizer},
 	}, {
-		name:   "adding after a concurrent write that started the deletion adds nothing",
-		cached: finalizing("5", false),
+		name:        "adding after a concurrent write that started the deletion adds nothing, and the object counts as deleted",
+		cached:      finalizing("5", false),
+		wantDeleted: true,
 		react: func(t *testing.T, cs *kubefake.Clientset) {
 			cs.PrependReactor("patch", "deployments", failFirst(1, "patch", "", conflict("deployments"),
 				setStored(t, cs, finalizing("6", true, "other.io/keep"))))
