@@ -117,7 +117,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 // Eventf records an event about regarding (and related, which may be nil) of type
 // eventtype (corev1.EventTypeNormal or EventTypeWarning), with a reason and an action in
 // UpperCamelCase, and a note formatted from note and args. It never blocks on the API
-// server.
+// server. A nil Recorder records nothing.
 func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	if r == nil || r.s == nil {
 		return
