@@ -27,10 +27,6 @@ import (
 // ErrReleased is returned by the methods of a Cache whose Release has been called.
 var ErrReleased = errors.New("cache released")
 
-// ErrIndexConflict is returned, wrapped, by Acquire when it asks for an index that the
-// shared cache it would join lacks: a cache's indexes are fixed when it is created.
-var ErrIndexConflict = errors.New("the shared cache lacks an index")
-
 // ErrNoResource is returned, wrapped, by Acquire for a Source of *unstructured.Unstructured
 // or *metav1.PartialObjectMetadata without a Resource: caches of two resources would be
 // shared.
@@ -58,11 +54,16 @@ type CacheOptions[T event.Object] struct {
 	// TransformName gives a cache of its own, shared with nobody.
 	Transform     func(T) (T, error)
 	TransformName string
-	// Indexers are secondary indexes, read with Cache.ByIndex. A shared cache's indexes
-	// are those of the Acquire that created it: a later Acquire that asks for an index
-	// the cache lacks fails with ErrIndexConflict, while one that asks for fewer shares
-	// it. Ask for every index on every Acquire that reads it. The namespace index
-	// (eventcache.NamespaceIndex) is always there.
+	// Indexers are secondary indexes, read with Cache.ByIndex. They are not part of the
+	// sharing key: a shared cache has the indexes of every Acquire so far, each added,
+	// even while the cache runs, by the first Acquire that asks for it
+	// (controller.Controller.AddIndexers indexes the cached objects at once, atomically).
+	// An index name is the cache's, not the handle's: an Acquire that asks for a name the
+	// cache has gets the cache's index, whatever function it gives. Go cannot tell two
+	// functions apart (a function literal inlined at two call sites is two functions of
+	// different code), so name an index after what it computes ("spec.nodeName",
+	// "owner"), as client-go's and controller-runtime's index names are. The namespace
+	// index (eventcache.NamespaceIndex) is always there, and its name is reserved.
 	Indexers eventcache.Indexers[T]
 }
 
@@ -128,10 +129,12 @@ func (k cacheKey) String() string {
 // entry is one shared controller, of whatever types its key names. Guarded by
 // Manager.mu.
 type entry struct {
-	key     cacheKey
-	ctrl    any // *controller.Controller[T, L] of the key's types
-	run     func(context.Context) error
-	synced  func() bool
+	key    cacheKey
+	ctrl   any // *controller.Controller[T, L] of the key's types
+	run    func(context.Context) error
+	synced func() bool
+	// indexes holds the names of the controller's indexes. Guarded by Manager.indexMu,
+	// not Manager.mu.
 	indexes map[string]bool
 	refs    int
 	started bool
@@ -177,10 +180,11 @@ type member[T event.Object, L reflect.List] struct {
 //	defer pods.Release()
 //
 // opts is variadic so that it can be left out; several are merged in order. Acquire
-// returns an error, and no handle, for a nil manager or ListerWatcher (typed.ErrNilArgument),
-// an invalid scope (ErrScope), an index the shared cache lacks (ErrIndexConflict), a
-// Source of a generic type without a Resource (ErrNoResource), and once m has stopped
-// (ErrStopped).
+// returns an error, and no handle, for a nil manager, ListerWatcher or index function
+// (typed.ErrNilArgument), an invalid scope (ErrScope), an index named
+// eventcache.NamespaceIndex (eventcache.ErrIndexExists), a Source of a generic type
+// without a Resource (ErrNoResource), and once m has stopped (ErrStopped). Indexes that
+// the shared cache lacks are added to it (see CacheOptions.Indexers).
 func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...CacheOptions[T]) (*Cache[T, L], error) {
 	var zero T
 	if m == nil {
@@ -193,6 +197,14 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 		return nil, fmt.Errorf("%w: a Source of %T needs Source.Resource (see Dynamic)", ErrNoResource, zero)
 	}
 	o := mergeCacheOptions(opts)
+	for _, name := range slices.Sorted(maps.Keys(o.Indexers)) {
+		switch {
+		case o.Indexers[name] == nil:
+			return nil, fmt.Errorf("%w: the function of index %q of %T", typed.ErrNilArgument, name, zero)
+		case name == eventcache.NamespaceIndex:
+			return nil, fmt.Errorf("%w: %q is the built-in namespace index; give yours another name", eventcache.ErrIndexExists, name)
+		}
+	}
 	if o.Transform == nil && o.TransformName != "" {
 		return nil, fmt.Errorf("%w: TransformName %q has no Transform", typed.ErrNilArgument, o.TransformName)
 	}
@@ -220,6 +232,23 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 		}
 	}
 
+	c, err := newCache(m, base, namespaces, lws, o)
+	if err != nil {
+		return nil, err
+	}
+	// Indexes are added outside m.mu: indexing a large cache takes a while.
+	if err := c.addIndexers(o.Indexers); err != nil {
+		c.Release()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newCache returns a handle on the shared controllers of base's key in namespaces,
+// creating those that do not exist yet.
+func newCache[T event.Object, L reflect.List](m *Manager, base cacheKey, namespaces []string,
+	lws []controller.ListerWatcher[T, L], o CacheOptions[T],
+) (*Cache[T, L], error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.state >= stopped {
@@ -233,11 +262,6 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 	for i, ns := range namespaces {
 		keys[i] = base
 		keys[i].namespace = ns
-		if e := m.entries[keys[i]]; e != nil {
-			if err := lacksIndexes(e, o.Indexers); err != nil {
-				return nil, err
-			}
-		}
 	}
 	c := &Cache[T, L]{m: m, regs: map[*Registration]struct{}{}}
 	names := make([]string, len(keys))
@@ -288,34 +312,49 @@ func listerWatcher[T event.Object, L reflect.List](src Source[T, L], ns string) 
 	return lw, nil
 }
 
-// lacksIndexes returns an ErrIndexConflict if e lacks one of indexers.
-func lacksIndexes[T event.Object](e *entry, indexers eventcache.Indexers[T]) error {
-	var missing []string
-	for name := range indexers {
-		if !e.indexes[name] {
-			missing = append(missing, name)
-		}
-	}
-	if missing == nil {
+// addIndexers gives each of c's controllers the indexes of indexers it lacks; a name it
+// has already reads its index. An index function's error on an object leaves that object
+// out of that index, and is logged.
+func (c *Cache[T, L]) addIndexers(indexers eventcache.Indexers[T]) error {
+	if len(indexers) == 0 {
 		return nil
 	}
-	slices.Sort(missing)
-	return fmt.Errorf("%w: cache %s has indexes %q, not %q; ask for every index on the Acquire that creates the cache",
-		ErrIndexConflict, e.key, slices.Sorted(maps.Keys(e.indexes)), missing)
+	m := c.m
+	m.indexMu.Lock()
+	defer m.indexMu.Unlock()
+	for _, mb := range c.members {
+		add := eventcache.Indexers[T]{}
+		for name, fn := range indexers {
+			if !mb.e.indexes[name] {
+				add[name] = fn
+			}
+		}
+		if len(add) == 0 {
+			continue
+		}
+		if err := mb.ctrl.AddIndexers(add); err != nil {
+			if errors.Is(err, eventcache.ErrIndexExists) {
+				// Only this function adds indexes, under m.indexMu, having checked.
+				return fmt.Errorf("cache %s: %w", mb.e.key, err)
+			}
+			m.logger().Error(err, "index functions failed; the objects they failed on are left out of those indexes", "cache", mb.e.key.String())
+		}
+		for name := range add {
+			mb.e.indexes[name] = true
+		}
+	}
+	return nil
 }
 
 func newController[T event.Object, L reflect.List](m *Manager, key cacheKey, lw controller.ListerWatcher[T, L], o CacheOptions[T]) *entry {
-	copts := controller.Options[T]{Name: key.String(), Transform: o.Transform, Indexers: o.Indexers,
+	copts := controller.Options[T]{Name: key.String(), Transform: o.Transform,
 		ResyncPeriod: m.opts.ResyncPeriod, Metrics: m.cacheMetrics(key.String())}
 	if key.labels != "" || key.fields != "" {
 		copts.ListOptions = typed.Selectors(o.LabelSelector, o.FieldSelector)
 	}
 	c := controller.New(lw, copts)
-	e := &entry{key: key, ctrl: c, run: c.Run, synced: c.HasSynced, indexes: map[string]bool{eventcache.NamespaceIndex: true}}
-	for name := range o.Indexers {
-		e.indexes[name] = true
-	}
-	return e
+	// The Acquire that creates the entry adds its indexes, as any other does.
+	return &entry{key: key, ctrl: c, run: c.Run, synced: c.HasSynced, indexes: map[string]bool{eventcache.NamespaceIndex: true}}
 }
 
 // cacheMetrics returns Options.CacheMetrics for the cache named name; none when it gives

@@ -37,6 +37,8 @@ func byLabel(key string) eventcache.Indexers[cm] {
 
 func identity(obj cm) (cm, error) { return obj, nil }
 
+func byName(obj cm) ([]string, error) { return []string{obj.Name}, nil }
+
 // Two Acquire calls share one list+watch exactly when their object type, namespace,
 // selectors and transform are the same; a scope of several namespaces is one watch per
 // namespace, each shared.
@@ -512,9 +514,13 @@ func TestAcquireRejectsBadInput(t *testing.T) {
 		err:  acquireCM(manager.New(manager.Options{}), source(f), manager.CacheOptions[cm]{TransformName: "strip"}),
 		want: typed.ErrNilArgument,
 	}, {
-		name: "an index the shared cache lacks",
-		err:  acquireCM(withIndex, source(f), manager.CacheOptions[cm]{Indexers: byLabel("y")}),
-		want: manager.ErrIndexConflict,
+		name: "an index named as the built-in namespace index",
+		err:  acquireCM(withIndex, source(f), manager.CacheOptions[cm]{Indexers: eventcache.Indexers[cm]{eventcache.NamespaceIndex: byName}}),
+		want: eventcache.ErrIndexExists,
+	}, {
+		name: "a nil index function",
+		err:  acquireCM(withIndex, source(f), manager.CacheOptions[cm]{Indexers: eventcache.Indexers[cm]{"by-nothing": nil}}),
+		want: typed.ErrNilArgument,
 	}, {
 		name: "a manager that has stopped",
 		err:  acquireCM(stoppedManager, source(f)),
@@ -633,5 +639,137 @@ func TestDynamicSourceCachesOneResource(t *testing.T) {
 	want := map[string]any{"name": "configmaps.v1 namespace=a", "keys": []string{"a/one"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the dynamic cache (-want +got):\n%s", diff)
+	}
+}
+
+// An Acquire adds the indexes the shared cache lacks, even while it runs, indexing the
+// cached objects at once; an index name is the cache's, so every handle reads it.
+func TestAcquireAddsTheIndexesTheSharedCacheLacks(t *testing.T) {
+	labelled := func(ns, name, app, owner string) cm {
+		return configMap(ns, name, map[string]string{"app": app, "owner": owner})
+	}
+	for _, tc := range []struct {
+		name        string
+		first, then manager.CacheOptions[cm]
+		// reads are index=value lookups through then, and firstReads
+		// those through first (the same when nil).
+		reads, firstReads map[string][]string
+	}{{
+		name:  "an index the running cache lacks is added and reads its objects at once",
+		first: manager.CacheOptions[cm]{Indexers: byLabel("app")},
+		then:  manager.CacheOptions[cm]{Indexers: byLabel("owner")},
+		reads: map[string][]string{"by-app=web": {"a/one", "b/three"}, "by-owner=x": {"a/one", "b/three"}, "by-owner=y": {"a/two"}},
+	}, {
+		name:  "an index of the same function is shared",
+		first: manager.CacheOptions[cm]{Indexers: byLabel("app")},
+		then:  manager.CacheOptions[cm]{Indexers: byLabel("app")},
+		reads: map[string][]string{"by-app=db": {"a/two"}},
+	}, {
+		name:       "an index of a cache of several namespaces is added to each namespace's",
+		first:      manager.CacheOptions[cm]{Namespaces: []string{"a"}},
+		then:       manager.CacheOptions[cm]{Namespaces: []string{"a", "b"}, Indexers: byLabel("owner")},
+		reads:      map[string][]string{"by-owner=x": {"a/one", "b/three"}},
+		firstReads: map[string][]string{"by-owner=x": {"a/one"}}, // first's scope is namespace a
+	}, {
+		name:  "a taken name reads the cache's index, whatever function it is given with",
+		first: manager.CacheOptions[cm]{Indexers: byLabel("app")},
+		then:  manager.CacheOptions[cm]{Indexers: eventcache.Indexers[cm]{"by-app": byName}},
+		reads: map[string][]string{"by-app=web": {"a/one", "b/three"}, "by-app=one": {}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fake.New[cm, cmList](labelled("a", "one", "web", "x"), labelled("a", "two", "db", "y"), labelled("b", "three", "web", "x"))
+			m := manager.New(manager.Options{})
+			run(t, m)
+			first := acquire(t, m, source(f), tc.first)
+			defer first.Release()
+			if err := first.WaitForSync(testContext(t)); err != nil {
+				t.Fatal(err)
+			}
+			then := acquire(t, m, source(f), tc.then)
+			defer then.Release()
+			if err := then.WaitForSync(testContext(t)); err != nil {
+				t.Fatal(err)
+			}
+			lookup := func(c *manager.Cache[cm, cmList], lookups map[string][]string) map[string][]string {
+				got := map[string][]string{}
+				for lookup := range lookups {
+					index, value, _ := strings.Cut(lookup, "=")
+					objs, err := c.ByIndex(index, value)
+					if err != nil {
+						t.Fatalf("ByIndex(%s): %v", lookup, err)
+					}
+					got[lookup] = keys(objs)
+				}
+				return got
+			}
+			firstReads := tc.firstReads
+			if firstReads == nil {
+				firstReads = tc.reads
+			}
+			if diff := cmp.Diff(tc.reads, lookup(then, tc.reads)); diff != "" {
+				t.Errorf("index reads through the second handle (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(firstReads, lookup(first, firstReads)); diff != "" {
+				t.Errorf("index reads through the first handle (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Acquires that each add an index of their own while objects change leave the cache with
+// every index, each agreeing with the cached objects.
+func TestConcurrentAcquiresAddTheirIndexesWhileObjectsChange(t *testing.T) {
+	const acquirers = 8
+	f := fake.New[cm, cmList](configMap("a", "one", map[string]string{"l0": "v"}))
+	m := manager.New(manager.Options{})
+	run(t, m)
+	holder := acquire(t, m, source(f))
+	defer holder.Release()
+	if err := holder.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	handles := make([]*manager.Cache[cm, cmList], acquirers)
+	errs := make([]error, acquirers)
+	for i := range acquirers {
+		wg.Go(func() {
+			handles[i], errs[i] = manager.Acquire(m, source(f), manager.CacheOptions[cm]{Indexers: byLabel(fmt.Sprint("l", i))})
+		})
+	}
+	for i := range 20 {
+		labels := map[string]string{}
+		for l := range acquirers {
+			if (i+l)%2 == 0 {
+				labels[fmt.Sprint("l", l)] = "v"
+			}
+		}
+		_ = must(f.Create(configMap("a", fmt.Sprint("cm-", i), labels)))
+	}
+	wg.Wait()
+	for i, h := range handles {
+		if errs[i] != nil {
+			t.Fatalf("Acquire %d: %v", i, errs[i])
+		}
+		defer h.Release()
+	}
+	eventually(t, "the cache to hold every object", func() bool { return holder.Len() == 21 })
+	got, want := map[string][]string{}, map[string][]string{}
+	for l := range acquirers {
+		index, label := fmt.Sprint("by-l", l), fmt.Sprint("l", l)
+		objs, err := holder.ByIndex(index, "v")
+		if err != nil {
+			t.Fatalf("ByIndex(%s): %v", index, err)
+		}
+		got[index] = keys(objs)
+		want[index] = []string{}
+		for _, obj := range holder.List() {
+			if obj.Labels[label] == "v" {
+				want[index] = append(want[index], "a/"+obj.Name)
+			}
+		}
+		slices.Sort(want[index])
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("indexes against the cached objects (-want +got):\n%s", diff)
 	}
 }

@@ -28,8 +28,11 @@
 //
 // A transform is a function, which Go cannot compare: CacheOptions.TransformName
 // identifies it, and a cache whose transform has no name is shared with nobody. Indexes
-// are not part of the key: a cache's indexes are fixed when it is created, and an Acquire
-// that asks for one it lacks gets ErrIndexConflict rather than a second watch.
+// are not part of the key: an Acquire that asks for an index the shared cache lacks adds
+// it, even while the cache runs (the cached objects are indexed at once, atomically), so
+// each user asks for the indexes it reads. An index name is the cache's, and names one
+// index for every handle: Go cannot compare functions, so name an index after what it
+// computes.
 //
 // # The Manager
 //

@@ -136,6 +136,10 @@ type term struct {
 type Manager struct {
 	opts Options
 
+	// indexMu serializes the addition of indexes to shared caches (entry.indexes). It is
+	// never held with mu.
+	indexMu sync.Mutex
+
 	mu      sync.Mutex
 	state   state
 	entries map[cacheKey]*entry // the shared caches, by key
@@ -250,6 +254,17 @@ func call(ctx context.Context, rn *runnable) (err error) {
 		return fmt.Errorf("runnable %q: %w", rn.name, err)
 	}
 	return nil
+}
+
+// logger returns the logger of Run's context, or klog's background logger before Run.
+func (m *Manager) logger() klog.Logger {
+	m.mu.Lock()
+	ctx := m.cacheCtx
+	m.mu.Unlock()
+	if ctx == nil {
+		return klog.Background()
+	}
+	return klog.FromContext(ctx)
 }
 
 // fail records err, logs it at error level, and stops the Manager.
