@@ -6,7 +6,7 @@
 //     *metav1.PartialObjectMetadata) are all ListerWatchers. Selectors narrows any of them.
 //   - StripManagedFields, a ready transform that drops managedFields before objects are
 //     cached, which is most of many objects' size.
-//   - Loop: a level-driven reconciler on client-go's typed workqueue. Events enqueue the
+//   - Loop: a level-driven reconciler with client-go's rate limiters. Events enqueue the
 //     keys the controller computed; N workers reconcile them; a worker gets the freshest
 //     cached object, or for a deleted object a not-found request carrying its last known
 //     state; a reconcile returns done, requeue-after, an error (retried with capped
@@ -15,6 +15,18 @@
 //     A key is never reconciled by two workers at once, only one Run runs at a time, and
 //     shutdown lets in-flight reconciles finish. Reconcile errors are logged at error
 //     level, and the reconciler's context logger carries the loop's name and the key.
+//     Keys of live watch changes are reconciled before those of the initial list,
+//     relists and resyncs, so a startup list of any size delays a live change by at most
+//     one reconcile per worker; list keys still get one reconcile in every nine while
+//     live changes keep coming. client-go's workqueue has no priorities, so the Loop has
+//     its own queue with the workqueue's contract, and keeps client-go's rate limiters.
+//   - Predicates: typed filters over an event and its prior state, applied before a key
+//     is enqueued (GenerationChanged, LabelsChanged, AnnotationsChanged,
+//     ResourceVersionChanged, And, Or, Not). They are the trailing arguments of NewLoop
+//     and Related rather than a field of Options: Options is not generic, and making it
+//     generic would make every caller spell the object type that NewLoop infers from
+//     the controller. A deletion they filter out still gives its last state to a
+//     reconcile of the key that is due anyway, and is kept no longer than that.
 //   - Related: events of a secondary kind mapped to primary keys, with OwnerKeys (owner
 //     references) as the ready mapping.
 //   - LeaderElection: run reconcilers only while holding a Lease, through client-go's

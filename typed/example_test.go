@@ -54,6 +54,40 @@ func ExampleLoop() {
 	// stopped: <nil>
 }
 
+// Predicates filter the events that reconcile a key. GenerationChanged ignores writes
+// that keep metadata.generation, such as a controller's own status updates, so only the
+// spec change below is reconciled; labels changes are let through too.
+func ExamplePredicate() {
+	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Generation: 1}}
+	src := fake.New[*appsv1.Deployment, *appsv1.DeploymentList](web)
+	deployments := controller.New[*appsv1.Deployment, *appsv1.DeploymentList](src)
+	reconciled := make(chan string)
+	loop := typed.NewLoop(deployments, typed.ReconcilerFunc[*appsv1.Deployment](
+		func(_ context.Context, req typed.Request[*appsv1.Deployment]) (typed.Result, error) {
+			reconciled <- fmt.Sprintf("%s: generation %d, %d ready", req.Key, req.Object.Generation, req.Object.Status.ReadyReplicas)
+			return typed.Result{}, nil
+		}), typed.Options{},
+		typed.Or[*appsv1.Deployment](typed.GenerationChanged, typed.LabelsChanged))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- typed.RunAll(ctx, deployments.Run, loop.Run) }()
+	fmt.Println(<-reconciled) // an addition always passes
+
+	status := web.DeepCopy() // the API server keeps the generation for a status write
+	status.Status.ReadyReplicas = 1
+	_, _ = src.Update(status)
+	spec := status.DeepCopy() // and increments it for a spec write
+	spec.Generation, spec.Spec.Paused = 2, true
+	_, _ = src.Update(spec)
+	fmt.Println(<-reconciled)
+	cancel()
+	<-done
+	// Output:
+	// shop/web: generation 1, 0 ready
+	// shop/web: generation 2, 1 ready
+}
+
 // OwnerKeys maps an object to its owners' keys, the usual mapping for Related: here a
 // Pod to the ReplicaSet that owns it.
 func ExampleOwnerKeys() {

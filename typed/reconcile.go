@@ -146,30 +146,39 @@ type Options struct {
 	Clock clock.WithDelayedExecution
 }
 
-// Loop reconciles the keys of one Controller with a Reconciler, on client-go's typed
-// workqueue. Create it with NewLoop, run the Controller, and run the Loop; Run can be
-// called again after it returns (for example each time leadership is won), but not twice
-// at once.
+// Loop reconciles the keys of one Controller with a Reconciler. Create it with NewLoop,
+// run the Controller, and run the Loop; Run can be called again after it returns (for
+// example each time leadership is won), but not twice at once.
+//
+// Keys of live watch changes are reconciled before keys from the initial list, relists
+// and resyncs (events whose Sync is true): a live change waits for at most the reconciles
+// already running, one per worker, however many keys a startup list queued. A key queued
+// by a sync event that then changes live moves up with the live keys. Sync keys are not
+// starved: while they wait, at most 8 live keys are reconciled in a row before one of
+// them. A retry or requeue keeps the priority its key was reconciled with.
 type Loop[T event.Object, L reflect.List] struct {
-	c    *controller.Controller[T, L]
-	r    Reconciler[T]
-	opts Options
+	c     *controller.Controller[T, L]
+	r     Reconciler[T]
+	opts  Options
+	preds []Predicate[T]
 
 	mu      sync.Mutex
-	related []func(enqueue func(key string)) (*controller.Registration, error)
+	related []func(enqueue func(key string, p priority)) (*controller.Registration, error)
 	run     *loopRun[T] // the running Run's state; nil while not running
 }
 
 // loopRun is the state of one Run: dropped, with everything it holds, when Run returns.
 type loopRun[T event.Object] struct {
-	q       workqueue.TypedInterface[string]
+	q       *keyQueue
 	limiter workqueue.TypedRateLimiter[string]
-	enqueue func(key string)
+	enqueue func(key string, p priority)
 
 	// Guarded by Loop.mu.
 	regs []*controller.Registration
-	// tombstones holds the last state of deleted keys until their deletion has been
-	// reconciled (or given up on), so memory for deletions is bounded by keys pending.
+	// tombstones holds the last state of deleted keys while their key is pending (queued,
+	// being reconciled, or with a retry scheduled), so memory for deletions is bounded by
+	// keys pending. Whoever queues a key, or checks that it is no longer pending, holds
+	// Loop.mu, so that no last state is dropped just before its key is queued again.
 	tombstones map[string]T
 	// retries holds the timer of each key's scheduled retry or requeue. client-go's
 	// delaying queue cannot cancel an AddAfter, and a reconcile must replace what an
@@ -182,8 +191,16 @@ type loopRun[T event.Object] struct {
 	failing map[string]struct{}
 }
 
-// NewLoop returns a Loop that reconciles c's keys with r.
-func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r Reconciler[T], opts Options) *Loop[T, L] {
+// NewLoop returns a Loop that reconciles c's keys with r. An event reconciles its key only
+// when it passes every one of preds (none: every event does); see Predicate. A filtered
+// deletion still gives its last state to a reconcile of its key that is due anyway, and
+// is never kept for longer than its key is pending.
+//
+// Predicates are arguments rather than an Options field because Options is not generic:
+// a field of type Predicate[T] would make every caller spell T in the Options literal,
+// which NewLoop infers from c, and a field of a type that hides T would turn a predicate
+// of the wrong type into an error at run time instead of compile time.
+func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r Reconciler[T], opts Options, preds ...Predicate[T]) *Loop[T, L] {
 	if opts.Workers <= 0 {
 		opts.Workers = 1
 	}
@@ -199,7 +216,7 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 	} else {
 		opts.Metrics = nil
 	}
-	return &Loop[T, L]{c: c, r: r, opts: opts}
+	return &Loop[T, L]{c: c, r: r, opts: opts, preds: slices.Clone(preds)}
 }
 
 // Run reconciles until ctx is done: it registers its handlers (the controller's, and those
@@ -211,7 +228,8 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 // its handlers and returns with none of its goroutines left. Keys still queued, retries
 // still scheduled and the last states of deletions not yet reconciled are dropped: a
 // deletion that must never be missed, even while no replica runs the Loop, needs a
-// finalizer. Run returns ErrLoopRunning if the Loop is already running.
+// finalizer. Run returns ErrLoopRunning if the Loop is already running, and an error
+// wrapping ErrNilArgument for a nil controller, reconciler or predicate.
 func (l *Loop[T, L]) Run(ctx context.Context) error {
 	switch {
 	case l.c == nil:
@@ -219,19 +237,22 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 	case nilness.IsNil(l.r):
 		return fmt.Errorf("%w: the Loop's reconciler", ErrNilArgument)
 	}
+	if err := checkPredicates(l.preds, "the Loop's"); err != nil {
+		return err
+	}
 	limiter := l.opts.RateLimiter
 	if limiter == nil {
 		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
 	}
 	run := &loopRun[T]{
-		q:          workqueue.NewTyped[string](),
+		q:          newKeyQueue(),
 		limiter:    limiter,
 		tombstones: map[string]T{},
 		retries:    map[string]clock.Timer{},
 		failing:    map[string]struct{}{},
 	}
-	run.enqueue = func(key string) {
-		run.q.Add(key)
+	run.enqueue = func(key string, p priority) {
+		run.q.Add(key, p)
 		l.depth(run.q)
 	}
 	l.mu.Lock()
@@ -244,15 +265,26 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 	l.mu.Unlock()
 	defer l.stop(run)
 
-	reg, err := l.c.AddHandler(l.opts.Name, controller.HandlerFunc[T](func(_ context.Context, e event.Event[T]) {
+	reg, err := l.c.AddHandler(l.opts.Name, controller.HandlerFunc[T](func(ctx context.Context, e event.Event[T]) {
+		pass := passes(l.preds, e, func(err error) {
+			l.report(ctx, klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", e.Key), e.Key, err, false)
+		})
 		l.mu.Lock()
-		if e.Type == event.Deleted {
+		switch {
+		case e.Type != event.Deleted:
+			delete(run.tombstones, e.Key) // the object exists again, filtered or not
+		case pass || run.pendingLocked(e.Key):
+			// A filtered deletion enqueues nothing, but a reconcile of its key that is due
+			// anyway finds the object gone and must get its last state.
 			run.tombstones[e.Key] = e.Object
-		} else {
-			delete(run.tombstones, e.Key)
+		}
+		if pass {
+			run.q.Add(e.Key, priorityOf(e.Sync))
 		}
 		l.mu.Unlock()
-		run.enqueue(e.Key)
+		if pass {
+			l.depth(run.q)
+		}
 	}))
 	if err != nil {
 		return err
@@ -283,8 +315,8 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 		})
 	}
 	<-ctx.Done()
-	run.q.ShutDownWithDrain()
-	wg.Wait()
+	run.q.ShutDown()
+	wg.Wait() // in-flight reconciles finish
 	return nil
 }
 
@@ -318,14 +350,22 @@ func (l *Loop[T, L]) stop(run *loopRun[T]) {
 	run.q.ShutDown()
 }
 
-func (l *Loop[T, L]) depth(q workqueue.TypedInterface[string]) {
+// pendingLocked reports whether key is queued, being reconciled or has a retry scheduled.
+// Called with Loop.mu held.
+func (run *loopRun[T]) pendingLocked(key string) bool {
+	_, retry := run.retries[key]
+	return retry || run.q.Pending(key)
+}
+
+func (l *Loop[T, L]) depth(q *keyQueue) {
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.QueueDepth(l.opts.Name, q.Len())
 	}
 }
 
-// retryAfter schedules key to be reconciled again after d, replacing what was scheduled.
-func (l *Loop[T, L]) retryAfter(run *loopRun[T], key string, d time.Duration) {
+// retryAfter schedules key to be reconciled again after d at priority p, replacing what
+// was scheduled.
+func (l *Loop[T, L]) retryAfter(run *loopRun[T], key string, p priority, d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.run != run {
@@ -340,10 +380,11 @@ func (l *Loop[T, L]) retryAfter(run *loopRun[T], key string, d time.Duration) {
 		current := run.retries[key] == t
 		if current {
 			delete(run.retries, key)
+			run.q.Add(key, p) // under l.mu: the key never looks idle between retry and queue
 		}
 		l.mu.Unlock()
 		if current {
-			run.enqueue(key)
+			l.depth(run.q)
 		}
 	})
 	run.retries[key] = t
@@ -361,13 +402,13 @@ func (l *Loop[T, L]) cancelRetryLocked(run *loopRun[T], key string) {
 
 // next reconciles one key; it returns false once the queue has shut down.
 func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
-	key, shutdown := run.q.Get()
+	key, prio, shutdown := run.q.Get()
 	if shutdown {
 		return false
 	}
 	defer run.q.Done(key)
 	if ctx.Err() != nil {
-		return false // the workqueue hands out queued keys after shutdown; start none
+		return false // Run is about to shut the queue down; start nothing
 	}
 	l.depth(run.q)
 
@@ -403,14 +444,14 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 	case err == nil && res.RequeueAfter > 0:
 		// Still pending: a deletion keeps its last state for the requeued reconcile.
 		l.forgetFailures(run, key)
-		l.retryAfter(run, key, res.RequeueAfter)
+		l.retryAfter(run, key, prio, res.RequeueAfter)
 	case err == nil:
-		l.done(run, req)
+		l.done(run, key)
 	case IsTerminal(err):
-		l.done(run, req)
+		l.done(run, key)
 		l.report(ctx, logger, key, err, true)
 	case l.opts.MaxRetries > 0 && run.limiter.NumRequeues(key) >= l.opts.MaxRetries:
-		l.done(run, req)
+		l.done(run, key)
 		l.report(ctx, logger, key, fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, l.opts.MaxRetries+1, err), false)
 	default:
 		if l.opts.Metrics != nil {
@@ -420,22 +461,20 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 		l.mu.Lock()
 		run.failing[key] = struct{}{}
 		l.mu.Unlock()
-		l.retryAfter(run, key, run.limiter.When(key))
+		l.retryAfter(run, key, prio, run.limiter.When(key))
 	}
 	return true
 }
 
-// done forgets what the Loop kept for req's key once it is not going to be retried: its
-// failure count, and the last state of its deletion, unless a newer deletion has replaced
-// it meanwhile (that one is still to be reconciled).
-func (l *Loop[T, L]) done(run *loopRun[T], req Request[T]) {
-	l.forgetFailures(run, req.Key)
-	if !req.Deleted {
-		return
-	}
+// done forgets what the Loop kept for key once it is not going to be retried: its failure
+// count, and the last state of its deletion unless an event queued the key again during
+// the reconcile (that reconcile is still due). The key has no retry scheduled: this
+// reconcile cancelled it, and only this worker schedules the key's retries.
+func (l *Loop[T, L]) done(run *loopRun[T], key string) {
+	l.forgetFailures(run, key)
 	l.mu.Lock()
-	if last, ok := run.tombstones[req.Key]; ok && last == req.LastKnown {
-		delete(run.tombstones, req.Key)
+	if !run.q.Dirty(key) {
+		delete(run.tombstones, key)
 	}
 	l.mu.Unlock()
 }

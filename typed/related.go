@@ -3,6 +3,7 @@ package typed
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,45 +20,61 @@ import (
 // related is reconciled too. The keys must be those of the Loop's controller: with
 // controller.Options.KeyFunc, map to keys of that form.
 //
+// An event of secondary is mapped only when it passes every one of preds (see Predicate).
+// The keys of a live change are reconciled before those of secondary's initial list,
+// relists and resyncs, as the Loop's own (see Loop).
+//
 // Called before the Loop runs, Related's handler is registered on secondary each time
 // the Loop runs, and the Loop starts reconciling only once secondary has synced, so that
 // reconcilers can read its store. Called while the Loop runs, it takes effect at once
-// (the running Loop does not wait for secondary to sync) and for every later Run.
+// (the running Loop does not wait for secondary to sync) and for every later Run. A nil
+// secondary, mapping or predicate is reported by Run as an error wrapping
+// ErrNilArgument.
 func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
-	l *Loop[T, L], secondary *controller.Controller[S, SL], keysOf func(S) []string,
+	l *Loop[T, L], secondary *controller.Controller[S, SL], keysOf func(S) []string, preds ...Predicate[S],
 ) {
+	preds = slices.Clone(preds)
 	var zero S
 	logValues := []any{"loop", l.opts.Name, "related", fmt.Sprintf("%T", zero)}
-	// mapKeys enqueues the keys obj maps to. A mapping that panics or returns an empty key
-	// is reported as the Loop's error: the secondary controller knows nothing of the Loop.
+	// A mapping or predicate that panics, or a mapping that returns an empty key, is
+	// reported as the Loop's error: the secondary controller knows nothing of the Loop.
+	report := func(ctx context.Context, key string, err error) {
+		l.report(ctx, klog.FromContext(ctx).WithValues(logValues...), key, err, false)
+	}
+	// mapKeys enqueues the keys obj maps to.
 	mapKeys := func(ctx context.Context, obj S, enqueue func(string)) {
-		report := func(key string, err error) {
-			l.report(ctx, klog.FromContext(ctx).WithValues(logValues...), key, err, false)
-		}
 		defer func() {
 			if v := recover(); v != nil {
-				report("", fmt.Errorf("related mapping panicked on %s/%s: %v", obj.GetNamespace(), obj.GetName(), v))
+				report(ctx, "", fmt.Errorf("related mapping panicked on %s/%s: %v", obj.GetNamespace(), obj.GetName(), v))
 			}
 		}()
 		for _, key := range keysOf(obj) {
 			if _, name := event.SplitKey(key); name == "" {
-				report(key, fmt.Errorf("related mapping gave %q, which names no object, for %s/%s", key, obj.GetNamespace(), obj.GetName()))
+				report(ctx, key, fmt.Errorf("related mapping gave %q, which names no object, for %s/%s", key, obj.GetNamespace(), obj.GetName()))
 				continue
 			}
 			enqueue(key)
 		}
 	}
-	add := func(enqueue func(string)) (*controller.Registration, error) {
+	add := func(enqueue func(key string, p priority)) (*controller.Registration, error) {
 		switch {
 		case secondary == nil:
 			return nil, fmt.Errorf("%w: Related's controller of %T", ErrNilArgument, zero)
 		case keysOf == nil:
 			return nil, fmt.Errorf("%w: Related's mapping of %T", ErrNilArgument, zero)
 		}
+		if err := checkPredicates(preds, fmt.Sprintf("Related's %T", zero)); err != nil {
+			return nil, err
+		}
 		return secondary.AddHandler(l.opts.Name+"/related", controller.HandlerFunc[S](func(ctx context.Context, e event.Event[S]) {
-			mapKeys(ctx, e.Object, enqueue)
+			if !passes(preds, e, func(err error) { report(ctx, "", err) }) {
+				return
+			}
+			p := priorityOf(e.Sync)
+			enqueueAt := func(key string) { enqueue(key, p) }
+			mapKeys(ctx, e.Object, enqueueAt)
 			if e.Type == event.Modified && e.HasPrior() {
-				mapKeys(ctx, e.Prior, enqueue)
+				mapKeys(ctx, e.Prior, enqueueAt)
 			}
 		}))
 	}

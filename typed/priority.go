@@ -1,0 +1,176 @@
+package typed
+
+import (
+	"container/list"
+	"sync"
+)
+
+// priority orders the keys waiting in a Loop's queue.
+type priority uint8
+
+const (
+	// syncPriority is for keys from the initial list, a relist or a resync: there can be
+	// very many of them at once, and most have not changed.
+	syncPriority priority = iota
+	// livePriority is for keys of live watch changes, which someone is waiting for.
+	livePriority
+)
+
+// priorityOf returns the priority of an event's key from the event's Sync.
+func priorityOf(sync bool) priority {
+	if sync {
+		return syncPriority
+	}
+	return livePriority
+}
+
+// liveInARow is how many live keys the queue hands out in a row while sync keys wait
+// before it hands out one sync key: live changes go first, yet sync keys get at least
+// one reconcile in every liveInARow+1 however busy the cluster is. A bound on a count
+// rather than aging by time, so that the order depends on nothing but the events.
+const liveInARow = 8
+
+// keyQueue is a Loop's workqueue. It keeps the contract of client-go's workqueue.Typed
+// (a key is queued at most once; it is handed to one worker at a time; an Add while the
+// key is being processed queues it again once Done) and adds what client-go lacks: two
+// priorities, a key queued at sync priority moving to live priority on a live Add, and
+// liveInARow against starvation. Within a priority, keys are handed out in the order
+// they were queued. Unlike client-go's, Get hands out nothing once ShutDown is called:
+// a stopping Loop starts no reconcile.
+//
+// Memory is proportional to the keys queued or processing, whatever the number of Adds.
+type keyQueue struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	// waiting holds the queued keys of each priority, oldest first.
+	waiting [2]list.List
+	// dirty holds every key to be reconciled: queued, or being processed and to be queued
+	// again once Done.
+	dirty map[string]*dirtyKey
+	// processing holds the keys handed out and not yet Done.
+	processing map[string]struct{}
+	// liveRun counts the live keys handed out in a row while sync keys waited.
+	liveRun  int
+	shutDown bool
+}
+
+type dirtyKey struct {
+	prio priority
+	elem *list.Element // in waiting[prio]; nil while the key is being processed
+}
+
+func newKeyQueue() *keyQueue {
+	q := &keyQueue{dirty: map[string]*dirtyKey{}, processing: map[string]struct{}{}}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// Add queues key at priority p, or raises the priority of a key already queued (moving
+// it to the back of the live keys) or being processed. A lower priority never lowers a
+// key's. Add does nothing once the queue has shut down.
+func (q *keyQueue) Add(key string, p priority) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.shutDown {
+		return
+	}
+	if d, ok := q.dirty[key]; ok {
+		if p > d.prio {
+			if d.elem != nil {
+				q.waiting[d.prio].Remove(d.elem)
+				d.elem = q.waiting[p].PushBack(key)
+			}
+			d.prio = p
+		}
+		return
+	}
+	d := &dirtyKey{prio: p}
+	q.dirty[key] = d
+	if _, busy := q.processing[key]; !busy {
+		d.elem = q.waiting[p].PushBack(key)
+		q.cond.Signal()
+	}
+}
+
+// Get blocks until a key is queued or the queue shuts down, and hands out the next key
+// with its priority; shutdown is true, and nothing is handed out, once ShutDown is
+// called. The caller must call Done with the key when it has processed it.
+func (q *keyQueue) Get() (key string, p priority, shutdown bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for !q.shutDown && q.lenLocked() == 0 {
+		q.cond.Wait()
+	}
+	if q.shutDown {
+		return "", 0, true
+	}
+	p = q.nextPriorityLocked()
+	key = q.waiting[p].Remove(q.waiting[p].Front()).(string)
+	delete(q.dirty, key)
+	q.processing[key] = struct{}{}
+	return key, p, false
+}
+
+// nextPriorityLocked picks the list the next key comes from; at least one is not empty.
+func (q *keyQueue) nextPriorityLocked() priority {
+	live, sync := q.waiting[livePriority].Len(), q.waiting[syncPriority].Len()
+	switch {
+	case live > 0 && sync == 0:
+		q.liveRun = 0 // nothing waits behind live keys
+		return livePriority
+	case live > 0 && q.liveRun < liveInARow:
+		q.liveRun++
+		return livePriority
+	default:
+		q.liveRun = 0
+		return syncPriority
+	}
+}
+
+// Done marks key as processed, queueing it again if it was added meanwhile.
+func (q *keyQueue) Done(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.processing, key)
+	if d, ok := q.dirty[key]; ok {
+		d.elem = q.waiting[d.prio].PushBack(key)
+		q.cond.Signal()
+	}
+}
+
+// ShutDown makes Get return shutdown to every caller, now and later, and Add do nothing.
+func (q *keyQueue) ShutDown() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.shutDown = true
+	q.cond.Broadcast()
+}
+
+// Len returns how many keys are queued, not counting those being processed.
+func (q *keyQueue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lenLocked()
+}
+
+func (q *keyQueue) lenLocked() int {
+	return q.waiting[syncPriority].Len() + q.waiting[livePriority].Len()
+}
+
+// Dirty reports whether key is to be reconciled: queued, or added again while being
+// processed.
+func (q *keyQueue) Dirty(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, ok := q.dirty[key]
+	return ok
+}
+
+// Pending reports whether key is queued or being processed.
+func (q *keyQueue) Pending(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, dirty := q.dirty[key]
+	_, busy := q.processing[key]
+	return dirty || busy
+}
