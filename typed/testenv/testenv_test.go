@@ -3,6 +3,7 @@
 package testenv_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -270,16 +273,37 @@ func findLeaks(opts ...goleak.Option) error {
 
 // processesIn returns the pids of the processes whose command line names dir (etcd's
 // data directory and the apiserver's certificates are in it). It needs /proc.
-func processesIn(dir string) []string {
+func processesIn(dir string) []string { return processesWith(dir + "/") }
+
+// processesWith returns the pids of the processes whose command line contains substr.
+func processesWith(substr string) []string {
 	var pids []string
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, path := range cmdlines {
 		cmdline, err := os.ReadFile(path)
-		if err == nil && strings.Contains(string(cmdline), dir+"/") {
+		if err == nil && strings.Contains(string(cmdline), substr) {
 			pids = append(pids, filepath.Base(filepath.Dir(path)))
 		}
 	}
 	return pids
+}
+
+// childrenOf returns those of pids whose parent is ppid.
+func childrenOf(ppid int, pids []string) []string {
+	var out []string
+	for _, pid := range pids {
+		stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// The fields after the command name, which is in parentheses and may hold spaces:
+		// state, then the parent's pid.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(ppid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // TestMissingBinaries: Start fails with an error that matches ErrNoBinaries, names
@@ -492,12 +516,15 @@ func TestCRDs(t *testing.T) {
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "installing CRD widgets.testenv.example.com") {
 			t.Fatalf("Start with an invalid CRD: got %v, want an Invalid error naming it", err)
 		}
-		dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "typedinformer-testenv-*"))
-		for _, dir := range dirs {
-			if dir != env.Dir() {
-				if left := processesIn(dir); len(left) > 0 {
-					t.Errorf("processes still running in %s: %v", dir, left)
-				}
+		// Every environment's processes have its directory in their command line. Other
+		// test binaries (make test runs packages at once) have environments of their own:
+		// only this binary's children count, and of those only env's may run.
+		all := childrenOf(os.Getpid(), processesWith(filepath.Join(os.TempDir(), "typedinformer-testenv-")))
+		ours := processesIn(env.Dir())
+		for _, pid := range all {
+			if !slices.Contains(ours, pid) {
+				cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+				t.Errorf("process %s still running: %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 			}
 		}
 	})
