@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/controller"
@@ -132,7 +133,8 @@ type entry struct {
 	key    cacheKey
 	ctrl   any // *controller.Controller[T, L] of the key's types
 	run    func(context.Context) error
-	synced func() bool
+	synced func() bool // the controller has synced, and its resource is served
+	served *served
 	// indexes holds the names of the controller's indexes. Guarded by Manager.indexMu,
 	// not Manager.mu.
 	indexes map[string]bool
@@ -232,7 +234,7 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 		}
 	}
 
-	c, err := newCache(m, base, namespaces, lws, o)
+	c, err := newCache(m, src.GroupVersionResource, base, namespaces, lws, o)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +248,7 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 
 // newCache returns a handle on the shared controllers of base's key in namespaces,
 // creating those that do not exist yet.
-func newCache[T event.Object, L reflect.List](m *Manager, base cacheKey, namespaces []string,
+func newCache[T event.Object, L reflect.List](m *Manager, gvr schema.GroupVersionResource, base cacheKey, namespaces []string,
 	lws []controller.ListerWatcher[T, L], o CacheOptions[T],
 ) (*Cache[T, L], error) {
 	m.mu.Lock()
@@ -268,7 +270,7 @@ func newCache[T event.Object, L reflect.List](m *Manager, base cacheKey, namespa
 	for i, key := range keys {
 		e := m.entries[key]
 		if e == nil {
-			e = m.newEntryLocked(key, newController(m, key, lws[i], o))
+			e = m.newEntryLocked(key, newController(m, gvr, key, lws[i], o))
 		}
 		e.refs++
 		c.members = append(c.members, member[T, L]{namespace: key.namespace, ctrl: e.ctrl.(*controller.Controller[T, L]), e: e})
@@ -346,15 +348,30 @@ func (c *Cache[T, L]) addIndexers(indexers eventcache.Indexers[T]) error {
 	return nil
 }
 
-func newController[T event.Object, L reflect.List](m *Manager, key cacheKey, lw controller.ListerWatcher[T, L], o CacheOptions[T]) *entry {
-	copts := controller.Options[T]{Name: key.String(), Transform: o.Transform,
-		ResyncPeriod: m.opts.ResyncPeriod, Metrics: m.cacheMetrics(key.String())}
+// newController returns the entry of a new shared controller of lw, whose requests wait
+// while the server does not serve gvr (see served).
+func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupVersionResource, key cacheKey, lw controller.ListerWatcher[T, L], o CacheOptions[T]) *entry {
+	name := key.String()
+	resource := name
+	if !gvr.Empty() {
+		resource = gvr.String()
+	}
+	s := newServed(name, resource, awaitServed[T, L](m, name, gvr, lw))
+	copts := controller.Options[T]{Name: name, Transform: o.Transform, OnError: reportCacheError(name),
+		ResyncPeriod: m.opts.ResyncPeriod, Metrics: m.cacheMetrics(name)}
 	if key.labels != "" || key.fields != "" {
 		copts.ListOptions = typed.Selectors(o.LabelSelector, o.FieldSelector)
 	}
-	c := controller.New(lw, copts)
+	c := controller.New(gate[T, L]{lw: lw, s: s}, copts)
 	// The Acquire that creates the entry adds its indexes, as any other does.
-	return &entry{key: key, ctrl: c, run: c.Run, synced: c.HasSynced, indexes: map[string]bool{eventcache.NamespaceIndex: true}}
+	return &entry{
+		key:     key,
+		ctrl:    c,
+		run:     func(ctx context.Context) error { return s.run(ctx, c.Run) },
+		synced:  func() bool { return c.HasSynced() && s.serving() },
+		served:  s,
+		indexes: map[string]bool{eventcache.NamespaceIndex: true},
+	}
 }
 
 // cacheMetrics returns Options.CacheMetrics for the cache named name; none when it gives
@@ -564,11 +581,13 @@ func (c *Cache[T, L]) Len() int {
 }
 
 // HasSynced reports whether the cache holds the initial list of every one of its
-// namespaces (see controller.Controller.HasSynced); false once released.
+// namespaces (see controller.Controller.HasSynced) and reflects the server: false while
+// the server does not serve its resource (see Err), until the cache has relisted; false
+// once released.
 func (c *Cache[T, L]) HasSynced() bool {
 	ms := c.view()
 	for _, mb := range ms {
-		if !mb.ctrl.HasSynced() {
+		if !mb.e.synced() {
 			return false
 		}
 	}
@@ -576,7 +595,8 @@ func (c *Cache[T, L]) HasSynced() bool {
 }
 
 // WaitForSync blocks until HasSynced is true (returning nil), ctx is done (returning
-// ctx.Err()), or returns ErrReleased for a released handle.
+// ctx.Err(), wrapped with Err when the resource is not served), or returns ErrReleased for
+// a released handle.
 func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
 	if c == nil {
 		return fmt.Errorf("%w: a nil Cache", typed.ErrNilArgument)
@@ -586,10 +606,70 @@ func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
 	}
 	for _, mb := range c.members {
 		if err := mb.ctrl.WaitForSync(ctx); err != nil {
-			return err
+			return c.whyNotSynced(err)
 		}
 	}
-	return nil
+	for {
+		var out <-chan struct{}
+		for _, mb := range c.members {
+			if ch := mb.e.served.readyChan(); !isClosed(ch) {
+				out = ch
+				break
+			}
+		}
+		if out == nil {
+			return nil
+		}
+		select {
+		case <-out:
+		case <-ctx.Done():
+			return c.whyNotSynced(ctx.Err())
+		}
+	}
+}
+
+// whyNotSynced wraps err, the context's error, with Err.
+func (c *Cache[T, L]) whyNotSynced(err error) error {
+	if why := c.Err(); why != nil {
+		return fmt.Errorf("%w: %w", err, why)
+	}
+	return err
+}
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err returns why the cache does not reflect the server now, or nil. While the server
+// does not serve its resource (a list or watch was answered 404 Not Found, as for a
+// custom resource whose CustomResourceDefinition was deleted), it is an error wrapping
+// ErrResourceNotServed that names the cache and the resource; of a cache of several
+// namespaces, one per namespace, joined.
+//
+// Such a cache stops: its controller makes no request and keeps what it holds (objects
+// deleted with their CustomResourceDefinition were delivered to its handlers as
+// deletions), the outage is logged once at error level, HasSynced and /readyz say it is
+// not synced, and the cache checks whether the resource is served again (see
+// Options.CustomResourceDefinitions and Options.ResourceBackoff). Once it is, the cache
+// relists: its handlers and loops receive the objects listed as additions (and as
+// deletions those that vanished unseen). HasSynced is true again once the relist has been
+// handed to the cache, whose store and handlers then get its objects in order, as after
+// any relist (a controller reports the sync of its first list only). Its handles,
+// handlers and loops stay as they were throughout.
+func (c *Cache[T, L]) Err() error {
+	var errs []error
+	for _, mb := range c.view() {
+		if err := mb.e.served.Err(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // AddHandler registers h under name with the cache, as controller.Controller.AddHandler

@@ -34,6 +34,28 @@
 // index for every handle: Go cannot compare functions, so name an index after what it
 // computes.
 //
+// # Resources that go away
+//
+// A cache of a custom resource whose CustomResourceDefinition is deleted (or not
+// installed yet) does not retry forever: the first list or watch answered 404 Not Found
+// stops it, with one error logged naming the cache and the resource. It keeps what it
+// holds (the objects deleted with the CRD were delivered as deletions), makes no request,
+// reports ErrResourceNotServed through Cache.Err, Cache.WaitForSync and /readyz, and
+// waits for the resource to be served again: it watches its CRD when
+// Options.CustomResourceDefinitions is set and its Source names a GroupVersionResource
+// (Dynamic does), and checks with one list at a time on Options.ResourceBackoff's slow
+// schedule in any case. Then it relists and carries on: its handlers and loops receive
+// the objects listed as additions.
+//
+// The cache keeps its one controller throughout, holding its requests while the
+// resource is not served, rather than stopping it and starting another: a
+// controller.Controller runs once, and a typed.Loop and typed.Related are bound to their
+// controllers, so a new controller would drop the loops' queues and need every handler
+// and loop registered again, while a relist on the same controller delivers the new
+// objects as additions, and as deletions any that vanished unseen. Its Run context is
+// cancelled only when the cache stops: on its last Release, or when the Manager stops,
+// which end the wait too, leaving no goroutine.
+//
 // # The Manager
 //
 // Run serves /healthz and /readyz, runs the caches on every replica (standbys stay warm),

@@ -68,8 +68,9 @@ func (m *Manager) HealthzHandler() http.Handler { return probeHandler{m, livenes
 
 // ReadyzHandler returns the readiness probe: 200 once Run runs, every cache that a Loop
 // needs (its own and those of Related) has synced, and every check added with
-// AddReadyCheck passes; 503 before, and from the start of the shutdown. A standby replica
-// is ready too: its caches are warm. The body is as HealthzHandler's.
+// AddReadyCheck passes; 503 before, while the server does not serve the resource of such
+// a cache (the body says so, see Cache.Err), and from the start of the shutdown. A
+// standby replica is ready too: its caches are warm. The body is as HealthzHandler's.
 func (m *Manager) ReadyzHandler() http.Handler { return probeHandler{m, readiness} }
 
 type probeHandler struct {
@@ -132,13 +133,19 @@ func (m *Manager) probeChecks(p probe) []namedCheck {
 		for _, l := range m.loops {
 			entries := append([]*entry(nil), l.entries...)
 			checks = append(checks, namedCheck{"loop " + l.name, func(*http.Request) error {
-				var waiting []string
+				var waiting, why []string
 				for _, e := range entries {
 					if !e.synced() {
 						waiting = append(waiting, e.key.String())
+						if err := e.served.Err(); err != nil {
+							why = append(why, err.Error())
+						}
 					}
 				}
-				if waiting != nil {
+				switch {
+				case why != nil:
+					return fmt.Errorf("caches not synced: %q: %s", waiting, strings.Join(why, "; "))
+				case waiting != nil:
 					return fmt.Errorf("caches not synced: %q", waiting)
 				}
 				return nil

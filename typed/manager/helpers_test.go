@@ -129,6 +129,12 @@ type running struct {
 // checks that it returned nil and left no goroutine behind.
 func run(t *testing.T, m *manager.Manager) *running {
 	t.Helper()
+	return runIn(t, testContext(t), m)
+}
+
+// runIn is run with Run's context derived from parent.
+func runIn(t *testing.T, parent context.Context, m *manager.Manager) *running {
+	t.Helper()
 	started := make(chan struct{})
 	var once sync.Once
 	if err := m.Add("started", manager.RunnableFunc(func(ctx context.Context) error {
@@ -138,7 +144,7 @@ func run(t *testing.T, m *manager.Manager) *running {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	r := start(t, m)
+	r := startIn(t, parent, m)
 	receive(t, started, "the manager runs its runnables")
 	return r
 }
@@ -147,7 +153,21 @@ func run(t *testing.T, m *manager.Manager) *running {
 // returned nil and left no goroutine behind.
 func start(t *testing.T, m *manager.Manager) *running {
 	t.Helper()
-	ctx, cancel := context.WithCancel(testContext(t))
+	return startIn(t, testContext(t), m)
+}
+
+// loggedContext is testContext whose log entries the test can read.
+func loggedContext(t *testing.T) (context.Context, ktesting.Buffer) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(4), ktesting.BufferLogs(true)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	t.Cleanup(cancel)
+	return ctx, logger.GetSink().(ktesting.Underlier).GetBuffer()
+}
+
+// startIn is start with Run's context derived from parent.
+func startIn(t *testing.T, parent context.Context, m *manager.Manager) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(parent)
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- m.Run(ctx) }()
 	t.Cleanup(func() {

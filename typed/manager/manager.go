@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/controller"
@@ -107,6 +108,16 @@ type Options struct {
 	// controller, when it is created, with the Manager locked: it must not call the
 	// Manager.
 	CacheMetrics func(cache string) controller.Metrics
+	// CustomResourceDefinitions, when set, lets a cache whose resource the server stops
+	// serving (its CustomResourceDefinition deleted, or not installed yet) learn at once
+	// that it is served again, by watching the CustomResourceDefinition that its Source's
+	// GroupVersionResource names (see Cache.Err). Without it, or for a Source without a
+	// GroupVersionResource, the cache checks on ResourceBackoff's schedule only.
+	CustomResourceDefinitions CRDClient
+	// ResourceBackoff spaces the checks (one list each) of a cache whose resource the
+	// server does not serve, until it is served again; DefaultResourceBackoff when its
+	// Duration is zero.
+	ResourceBackoff wait.Backoff
 }
 
 type state int

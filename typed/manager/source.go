@@ -26,6 +26,11 @@ type Source[T event.Object, L reflect.List] struct {
 	// and *metav1.PartialObjectMetadata stand for any resource, so for them it is required
 	// (Dynamic sets it). It is part of the sharing key; "" for ordinary API types.
 	Resource string
+	// GroupVersionResource names the resource on the server, for a cache to watch its
+	// CustomResourceDefinition while the server does not serve it (see
+	// Options.CustomResourceDefinitions). Dynamic sets it; set it on the Source of a custom
+	// resource's generated client. It is not part of the sharing key.
+	GroupVersionResource schema.GroupVersionResource
 	// ClusterScoped is true for resources without namespaces (Nodes, CRDs): their caches
 	// take no namespaces.
 	ClusterScoped bool
@@ -64,7 +69,7 @@ func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource, clusterS
 	type src = Source[*unstructured.Unstructured, *unstructured.UnstructuredList]
 	// resource.version.group, as kubectl writes a fully qualified resource.
 	name := strings.TrimSuffix(gvr.Resource+"."+gvr.Version+"."+gvr.Group, ".")
-	s := src{Resource: name, ClusterScoped: clusterScoped}
+	s := src{Resource: name, GroupVersionResource: gvr, ClusterScoped: clusterScoped}
 	if nilness.IsNil(client) {
 		return s // Acquire reports the missing ListerWatcher
 	}
