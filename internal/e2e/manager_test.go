@@ -1,11 +1,13 @@
 package e2e
 
 // typed/manager on a real kube-apiserver: loops sharing one watch, readiness following
-// the caches' sync, and a graceful shutdown with a reconcile in flight.
+// the caches' sync, a graceful shutdown with a reconcile in flight, and a cache whose CRD
+// is deleted and installed again.
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,11 +15,19 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
 
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
@@ -211,4 +221,163 @@ func TestManagerShutdownWithAReconcileInFlight(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"reconciled": "yes"}, got.Annotations); diff != "" {
 		t.Errorf("the write of the in-flight reconcile (-want +got):\n%s", diff)
 	}
+}
+
+// crdClient returns the CustomResourceDefinitions client of cfg, over connections of its
+// own that are closed when the test ends (see newClients).
+func crdClient(t *testing.T, cfg *rest.Config) manager.CRDClient {
+	t.Helper()
+	cfg = rest.CopyConfig(cfg)
+	d := connrotation.NewDialer((&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	cfg.Dial = d.DialContext
+	t.Cleanup(d.CloseAll)
+	cs, err := apiextensions.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs.ApiextensionsV1().CustomResourceDefinitions()
+}
+
+// eventTypes records, per key, the types of the events a handler got.
+type eventTypes struct {
+	mu    sync.Mutex
+	byKey map[string][]string
+}
+
+func (l *eventTypes) handler() controller.Handler[u] {
+	return controller.HandlerFunc[u](func(_ context.Context, e event.Event[u]) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.byKey == nil {
+			l.byKey = map[string][]string{}
+		}
+		l.byKey[e.Key] = append(l.byKey[e.Key], e.Type.String())
+	})
+}
+
+func (l *eventTypes) get() map[string][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string][]string{}
+	for k, v := range l.byKey {
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
+
+// A loop runs over a cache of Widgets while their CRD is deleted, twice: the cache stops
+// with ErrResourceNotServed instead of retrying, /readyz says why, and once the CRD is
+// installed again the cache resumes (told by the CRD's watch: its own checks are too slow
+// to come within the test), its handler gets the new Widgets as additions and the loop
+// reconciles them; nothing is left running at the end.
+func TestManagerCacheOfADeletedCRDStopsAndResumes(t *testing.T) {
+	const ns = "manager-crd"
+	cp, admin := setUp(t, ns)
+	installWidgetCRD(t, admin.dyn)
+	createWidget := func(name string) {
+		t.Helper()
+		if _, err := admin.dyn.Resource(widgetGVR).Namespace(ns).Create(timeout(t), widget(ns, name, map[string]any{"size": 1}), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating widget %s: %v", name, err)
+		}
+	}
+	createWidget("before")
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := manager.New(manager.Options{
+		HealthProbeListener:       l,
+		CustomResourceDefinitions: crdClient(t, cp.AdminConfig()),
+		ResourceBackoff:           wait.Backoff{Duration: time.Hour},
+	})
+	c, err := manager.Acquire(m, manager.Dynamic(admin.dyn, widgetGVR, false), manager.CacheOptions[u]{Namespaces: []string{ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	events := &eventTypes{}
+	if _, err := c.AddHandler("events", events.handler()); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reconciled := map[string]int{}
+	if _, err := manager.NewLoop(c, typed.ReconcilerFunc[u](func(_ context.Context, req typed.Request[u]) (typed.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !req.Deleted {
+			reconciled[req.Key]++
+		}
+		return typed.Result{}, nil
+	}), typed.Options{Name: "widgets"}); err != nil {
+		t.Fatal(err)
+	}
+	wasReconciled := func(key string) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return reconciled[key] > 0
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	readyz := func() (int, string) {
+		resp, err := client.Get("http://" + l.Addr().String() + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+		}
+		return resp.StatusCode, b.String()
+	}
+
+	stop := start(t, m)
+	waitFor(t, "the loop to reconcile the widget made before", wasReconciled(ns+"/before"))
+	crdName := widgetGVR.Resource + "." + widgetGVR.Group
+	for round := range 2 {
+		if err := admin.dyn.Resource(crdGVR).Delete(timeout(t), crdName, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("round %d: deleting the CRD: %v", round, err)
+		}
+		waitUntil(t, "the cache to stop with ErrResourceNotServed", func() (bool, string) {
+			return errors.Is(c.Err(), manager.ErrResourceNotServed), fmt.Sprint(c.Err())
+		})
+		if !strings.Contains(c.Err().Error(), widgetGVR.String()) {
+			t.Errorf("round %d: Err = %v, which does not name %s", round, c.Err(), widgetGVR)
+		}
+		if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "resource not served") {
+			t.Errorf("round %d: /readyz while the CRD is gone = %d:\n%s\nwant 503, saying the resource is not served", round, code, body)
+		}
+		if c.HasSynced() {
+			t.Errorf("round %d: the cache says it is synced while its CRD is gone", round)
+		}
+		waitFor(t, "the CRD to be gone", func() bool {
+			_, err := admin.dyn.Resource(crdGVR).Get(timeout(t), crdName, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+
+		installWidgetCRD(t, admin.dyn)
+		name := fmt.Sprint("after-", round)
+		createWidget(name)
+		waitUntil(t, "/readyz to pass once the cache has resumed", func() (bool, string) {
+			code, body := readyz()
+			return code == http.StatusOK, body
+		})
+		if err := c.Err(); err != nil || !c.HasSynced() {
+			t.Errorf("round %d: once resumed, Err = %v and HasSynced = %v; want nil and true", round, err, c.HasSynced())
+		}
+		waitFor(t, "the loop to reconcile "+name, wasReconciled(ns+"/"+name))
+	}
+	want := map[string][]string{
+		ns + "/before":  {"ADDED", "DELETED"},
+		ns + "/after-0": {"ADDED", "DELETED"},
+		ns + "/after-1": {"ADDED"},
+	}
+	waitUntil(t, "the handler to see every widget come and go", func() (bool, string) {
+		diff := cmp.Diff(want, events.get())
+		return diff == "", diff
+	})
+	stop() // checks that Run returned nil and left no goroutine
 }
