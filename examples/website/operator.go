@@ -1,0 +1,197 @@
+// Package website is an operator for Website resources (a custom resource with a Go
+// struct and no code generation): each Website gets a ConfigMap holding its message and a
+// Deployment of web servers serving it, both controlled by the Website, kept as they
+// should be when someone edits them, and deleted by a finalizer when the Website goes. It
+// reports its status through the status subresource, records Events, and runs under
+// leader election: replicas keep their caches warm and one of them reconciles.
+//
+// It is typedinformer's answer to "how much code is an operator": the wiring is the
+// manager.Builder declaration in New, and the whole operator this file.
+package website
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/manager"
+)
+
+const (
+	// Finalizer is the finalizer that keeps a Website until its objects are deleted.
+	Finalizer = "examples.typedinformer.io/cleanup"
+	// Component names the operator in its Events and its Lease.
+	Component = "website-operator"
+	// Image is the web server's.
+	Image = "nginx:1.27"
+)
+
+// Options configure an Operator.
+type Options struct {
+	// Namespace is where the operator manages Websites (all namespaces when "") and where
+	// its Lease is ("default" when "").
+	Namespace string
+	// LeaderElection says this replica's Identity, how leader election is timed, and
+	// OnNewLeader; New sets its Client, Namespace and Name.
+	LeaderElection typed.LeaderElection
+	// HealthProbeAddress, when set, is where /healthz and /readyz are served.
+	HealthProbeAddress string
+	// Metrics, when set, receives the reconcile loop's metrics.
+	Metrics typed.Metrics
+}
+
+// Operator is one replica of the Website operator: a Manager (Run runs it) and the
+// caches it reads, which may be read while it runs.
+type Operator struct {
+	*manager.Manager
+	Websites    *manager.Cache[*Website, *typed.List[*Website]]
+	Deployments *manager.Cache[*appsv1.Deployment, *appsv1.DeploymentList]
+	ConfigMaps  *manager.Cache[*corev1.ConfigMap, *corev1.ConfigMapList]
+}
+
+// New returns a replica of the operator that talks to the cluster through cs and dyn
+// (kubernetes.NewForConfig's and dynamic.NewForConfig's). Run runs it until its context
+// ends: the caches always, the reconciler while it leads.
+func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operator, error) {
+	recorder, err := typed.NewRecorder(cs, Component)
+	if err != nil {
+		return nil, err
+	}
+	le := opts.LeaderElection
+	le.Client, le.Namespace, le.Name = cs.CoordinationV1(), cmp.Or(opts.Namespace, "default"), Component
+	m := manager.New(manager.Options{HealthProbeAddress: opts.HealthProbeAddress, LeaderElection: &le})
+	websites := typed.FromDynamicNamespaced[*Website](dyn.Resource(Resource))
+
+	// The wiring: Websites are reconciled when their spec changes (not on status writes),
+	// and when a Deployment or ConfigMap they control changes.
+	b := manager.For(m, manager.Namespaced[*Website](websites), manager.CacheOptions[*Website]{Namespaces: []string{opts.Namespace}}).
+		WithKind(Kind).WithPredicates(typed.GenerationChanged).WithOptions(typed.Options{Workers: 2, Metrics: opts.Metrics})
+	o := &Operator{Manager: m, Websites: b.Cache(),
+		Deployments: manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments)),
+		ConfigMaps:  manager.Owns(b, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps))}
+	r := &reconciler{o: o, cs: cs, recorder: recorder,
+		status:      typed.NewStatusWriter(websites, func(w *Website) *WebsiteStatus { return &w.Status }),
+		deployments: typed.NewOwned[*Website](cs.AppsV1().Deployments, Kind).WithCache(o.Deployments),
+		configMaps:  typed.NewOwned[*Website](cs.CoreV1().ConfigMaps, Kind).WithCache(o.ConfigMaps)}
+	r.finalizer = typed.NewFinalizer(websites, Finalizer, r.cleanup)
+	_, err = b.Complete(r)
+	if err = errors.Join(err, m.Add("events", manager.EveryReplica(recorder))); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+type reconciler struct {
+	o           *Operator
+	cs          kubernetes.Interface
+	recorder    *typed.Recorder
+	status      *typed.StatusWriter[*Website, WebsiteStatus]
+	deployments *typed.Owned[*Website, *appsv1.Deployment]
+	configMaps  *typed.Owned[*Website, *corev1.ConfigMap]
+	finalizer   *typed.Finalizer[*Website]
+}
+
+// Reconcile makes a Website's ConfigMap, Deployment and status what its spec says.
+func (r *reconciler) Reconcile(ctx context.Context, req typed.Request[*Website]) (typed.Result, error) {
+	if deleted, err := r.finalizer.Handle(ctx, req); deleted || err != nil {
+		return typed.Result{}, err
+	}
+	w := req.Object
+	labels := map[string]string{"app.kubernetes.io/name": "website", "app.kubernetes.io/instance": w.Name}
+	change, err := r.configMaps.CreateOrUpdate(ctx, w, w.Namespace, w.Name, func(cm *corev1.ConfigMap) {
+		cm.Labels = merged(cm.Labels, labels)
+		cm.Data = map[string]string{"index.html": w.Spec.Message}
+	})
+	if err = r.record(w, "ConfigMap", change, err); err != nil {
+		return typed.Result{}, err
+	}
+	change, err = r.deployments.CreateOrUpdate(ctx, w, w.Namespace, w.Name, func(d *appsv1.Deployment) {
+		d.Labels = merged(d.Labels, labels)
+		d.Spec.Replicas = ptr.To(w.Spec.Replicas)
+		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
+		d.Spec.Template.Labels = merged(d.Spec.Template.Labels, labels)
+		pod := &d.Spec.Template.Spec
+		if len(pod.Containers) == 0 {
+			pod.Containers = make([]corev1.Container, 1)
+		}
+		pod.Containers[0].Name, pod.Containers[0].Image = "web", Image
+		pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "content", MountPath: "/usr/share/nginx/html", ReadOnly: true}}
+		pod.Volumes = []corev1.Volume{{Name: "content", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: w.Name}, DefaultMode: ptr.To[int32](0o644)}}}}
+	})
+	if err = r.record(w, "Deployment", change, err); err != nil {
+		return typed.Result{}, err
+	}
+	var ready int32
+	if d, ok := r.o.Deployments.GetByName(w.Namespace, w.Name); ok {
+		ready = d.Status.ReadyReplicas
+	}
+	return typed.Result{}, r.status.Update(ctx, w, func(s *WebsiteStatus) {
+		s.ObservedGeneration, s.ReadyReplicas = w.Generation, ready
+		cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Progressing", ObservedGeneration: w.Generation,
+			Message: fmt.Sprintf("%d of %d replicas ready", ready, w.Spec.Replicas)}
+		if ready >= w.Spec.Replicas {
+			cond.Status, cond.Reason = metav1.ConditionTrue, "Available"
+		}
+		meta.SetStatusCondition(&s.Conditions, cond)
+	})
+}
+
+// record records an Event for what CreateOrUpdate did to w's object of kind, and returns
+// its error. Events of one kind and action form a series, so each kind has its action.
+func (r *reconciler) record(w *Website, kind string, change typed.Change, err error) error {
+	switch action := "Apply" + kind; {
+	case err != nil:
+		r.recorder.Eventf(w, nil, corev1.EventTypeWarning, "Failed", action, "%s %s: %v", kind, w.Name, err)
+	case change != typed.Unchanged:
+		reason := map[typed.Change]string{typed.Created: "Created", typed.Updated: "Updated"}[change]
+		r.recorder.Eventf(w, nil, corev1.EventTypeNormal, reason, action, "%s %s %s", reason, kind, w.Name)
+	}
+	return err
+}
+
+// cleanup deletes what the Website controls, before the finalizer lets it go: no garbage
+// collector is needed, and what another owner controls is left alone.
+func (r *reconciler) cleanup(ctx context.Context, w *Website) error {
+	err := errors.Join(deleteControlled(ctx, r.cs.AppsV1().Deployments(w.Namespace), w), deleteControlled(ctx, r.cs.CoreV1().ConfigMaps(w.Namespace), w))
+	if err == nil {
+		r.recorder.Eventf(w, nil, corev1.EventTypeNormal, "CleanedUp", "Finalize", "deleted Deployment and ConfigMap %s", w.Name)
+	}
+	return err
+}
+
+// deleteControlled deletes w's namesake through c if w controls it, with its UID as a
+// precondition so that an object made anew meanwhile is not deleted.
+func deleteControlled[T metav1.Object](ctx context.Context, c interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}, w *Website) error {
+	obj, err := c.Get(ctx, w.Name, metav1.GetOptions{})
+	if err == nil && metav1.IsControlledBy(obj, w) {
+		err = c.Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// merged returns labels with add set, keeping what others set.
+func merged(labels, add map[string]string) map[string]string {
+	out := maps.Clone(add)
+	maps.Copy(out, labels)
+	maps.Copy(out, add)
+	return out
+}
