@@ -56,6 +56,18 @@
 // cancelled only when the cache stops: on its last Release, or when the Manager stops,
 // which end the wait too, leaving no goroutine.
 //
+// # Keys from outside the cluster
+//
+// Besides the events of its caches, a Loop reconciles the keys enqueued by hand:
+// Loop.Enqueue from anywhere, Enqueue(ctx, key) from one of its reconciles (whose
+// context carries the Loop), and those of a Trigger (a function, or Channel) that the
+// Manager runs with the Loop, while this replica leads:
+//
+//	loop.AddTrigger("webhook", manager.Channel(keys))
+//
+// An enqueued key has the priority of a live change, and a key enqueued again while it
+// waits is reconciled once. Keys enqueued while the Loop does not run wait for it.
+//
 // # The Manager
 //
 // Run serves /healthz and /readyz, runs the caches on every replica (standbys stay warm),

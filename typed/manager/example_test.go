@@ -16,7 +16,8 @@ import (
 
 // A controller program: a shared cache of ConfigMaps, a loop that reconciles them, and
 // the Manager that runs both. In a cluster the clientset comes from kubernetes.NewForConfig,
-// and Options sets LeaderElection (a *typed.LeaderElection) and HealthProbeAddress (":8081").
+// and Options sets LeaderElection (a *typed.LeaderElection), HealthProbeAddress (":8081")
+// and, for caches of custom resources, CustomResourceDefinitions.
 func Example() {
 	cs := kubefake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}})
 	configMaps := manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps) // declared once per resource
@@ -71,5 +72,58 @@ func Example() {
 	// [+]manager ok
 	// [+]loop settings ok
 	// readyz check passed
+	// stopped: <nil>
+}
+
+// Keys from outside the cluster: a Trigger reading a channel (a webhook handler would
+// send to it), and a reconciler that asks for another key through its context.
+func ExampleLoop_AddTrigger() {
+	cs := kubefake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}})
+	m := manager.New(manager.Options{})
+	cache, err := manager.Acquire(m, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps),
+		manager.CacheOptions[*corev1.ConfigMap]{Namespaces: []string{"default"}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cache.Release()
+	reconciled := make(chan string)
+	loop, err := manager.NewLoop(cache, typed.ReconcilerFunc[*corev1.ConfigMap](
+		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+			if req.Key == "default/from-webhook" {
+				// Reconciling this key calls for another one.
+				if err := manager.Enqueue(ctx, "default/settings"); err != nil {
+					return typed.Result{}, err
+				}
+			}
+			select {
+			case reconciled <- fmt.Sprintf("%s (in the cache: %v)", req.Key, !req.Deleted):
+			case <-ctx.Done():
+			}
+			return typed.Result{}, nil
+		}), typed.Options{Name: "settings"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	keys := make(chan string)
+	if err := loop.AddTrigger("webhook", manager.Channel(keys)); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	fmt.Println(<-reconciled) // the cache's own key, at start
+	keys <- "default/from-webhook"
+	fmt.Println(<-reconciled)
+	fmt.Println(<-reconciled)
+	cancel()
+	fmt.Println("stopped:", <-done)
+	// Output:
+	// default/settings (in the cache: true)
+	// default/from-webhook (in the cache: false)
+	// default/settings (in the cache: true)
 	// stopped: <nil>
 }

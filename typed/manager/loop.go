@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/nilness"
@@ -16,17 +17,23 @@ type Loop[T event.Object, L reflect.List] struct {
 	cache *Cache[T, L]        // the Loop's own handle, held until the Manager stops
 	loops []*typed.Loop[T, L] // one per namespace of cache, in the order of its members
 	needs *loopNeeds
+
+	trigMu sync.Mutex
+	trig   *triggers // the keys enqueued by hand; nil until first used
 }
 
 // NewLoop adds to c's Manager a typed.Loop that reconciles c's keys with r: the Manager
 // runs it while this replica leads, and /readyz waits for c (and for the caches of
-// Related) to sync. The Loop holds a handle of its own on c, so c may be released.
+// Related) to sync. The Loop holds a handle of its own on c, so c may be released. An
+// event of c reconciles its key only when it passes every one of preds (see
+// typed.Predicate). Besides events, a key is reconciled when it is enqueued by hand
+// (Loop.Enqueue, Enqueue from a reconciler) or by a Trigger (Loop.AddTrigger).
 //
 // Over a cache of several namespaces, it runs one typed.Loop per namespace, each with
 // opts.Workers workers: a key is still reconciled by one worker at a time, since a key
 // belongs to one namespace. It returns an error wrapping typed.ErrNilArgument for a nil c
 // or r, ErrReleased for a released c, and ErrStopped once the Manager is stopping.
-func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[T], opts typed.Options) (*Loop[T, L], error) {
+func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[T], opts typed.Options, preds ...typed.Predicate[T]) (*Loop[T, L], error) {
 	var zero T
 	switch {
 	case c == nil:
@@ -44,14 +51,14 @@ func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[
 	l := &Loop[T, L]{cache: own, needs: &loopNeeds{name: opts.Name}}
 	runs := make([]func(context.Context) error, len(own.members))
 	for i, mb := range own.members {
-		loop := typed.NewLoop(mb.ctrl, r, opts)
+		loop := typed.NewLoop(mb.ctrl, r, opts, preds...)
 		l.loops = append(l.loops, loop)
 		runs[i] = loop.Run
 		l.needs.entries = append(l.needs.entries, mb.e)
 	}
 	m := c.m
 	err = m.add(&runnable{name: "loop " + opts.Name, leader: true, r: RunnableFunc(func(ctx context.Context) error {
-		return typed.RunAll(ctx, runs...)
+		return typed.RunAll(l.withLoop(ctx), runs...) // a reconcile's context carries l, for Enqueue
 	})})
 	if err != nil {
 		own.Release()
@@ -63,9 +70,9 @@ func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[
 	return l, nil
 }
 
-// Related makes every event of secondary's objects reconcile the keys of l that keysOf
-// maps them to, as typed.Related does, and makes l wait for secondary to sync, in each
-// term and for /readyz. The Loop holds a handle of its own on secondary, so secondary may
+// Related makes every event of secondary's objects that passes every one of preds
+// reconcile the keys of l that keysOf maps them to, as typed.Related does, and makes l
+// wait for secondary to sync, in each term and for /readyz. The Loop holds a handle of its own on secondary, so secondary may
 // be released. Over a Loop of several namespaces, each key goes to the Loop of its
 // namespace; a key of a namespace outside l's cache is dropped, as it names nothing l
 // reconciles.
@@ -74,7 +81,7 @@ func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[
 // released secondary, and ErrStopped once the Manager is stopping; a secondary of another
 // Manager is an error.
 func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
-	l *Loop[T, L], secondary *Cache[S, SL], keysOf func(S) []string,
+	l *Loop[T, L], secondary *Cache[S, SL], keysOf func(S) []string, preds ...typed.Predicate[S],
 ) error {
 	var zero S
 	switch {
@@ -97,7 +104,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 			mapping = inNamespace(ns, keysOf)
 		}
 		for _, mb := range own.members {
-			typed.Related(loop, mb.ctrl, mapping)
+			typed.Related(loop, mb.ctrl, mapping, preds...)
 		}
 	}
 	m := l.cache.m

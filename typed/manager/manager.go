@@ -111,7 +111,8 @@ type Options struct {
 	// CustomResourceDefinitions, when set, lets a cache whose resource the server stops
 	// serving (its CustomResourceDefinition deleted, or not installed yet) learn at once
 	// that it is served again, by watching the CustomResourceDefinition that its Source's
-	// GroupVersionResource names (see Cache.Err). Without it, or for a Source without a
+	// GroupVersionResource names (see Cache.Err); it needs permission to list and watch
+	// customresourcedefinitions. Without it, or for a Source without a
 	// GroupVersionResource, the cache checks on ResourceBackoff's schedule only.
 	CustomResourceDefinitions CRDClient
 	// ResourceBackoff spaces the checks (one list each) of a cache whose resource the
@@ -265,6 +266,13 @@ func call(ctx context.Context, rn *runnable) (err error) {
 		return fmt.Errorf("runnable %q: %w", rn.name, err)
 	}
 	return nil
+}
+
+// cachesStopped reports whether m is stopping its caches, or has stopped.
+func (m *Manager) cachesStopped() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state >= stopped
 }
 
 // logger returns the logger of Run's context, or klog's background logger before Run.
