@@ -12,10 +12,11 @@ import (
 // ErrClosed is returned by Backlog.Drain once the backlog has been closed.
 var ErrClosed = errors.New("backlog closed")
 
-// maxInbox is the most events the inbox holds before a push sorts them by key itself: it
+// maxInbox is the number of events past which a push sorts the inbox by key itself: it
 // bounds the memory of a backlog whose drain loop is held off (by Between, or because it
-// is not running) by the number of keys, as compression promises.
-const maxInbox = 4096
+// is behind) by the number of keys, as compression promises. It is small enough that the
+// inbox's array, which a backlog keeps for reuse, stays small.
+const maxInbox = 1024
 
 // maxBatch is the most keys Drain takes per lock acquisition. A batch amortises the lock,
 // the wake-up and the consumer's own per-call costs over many keys while the producer
@@ -79,8 +80,8 @@ type BacklogOptions[T event.Object] struct {
 // compression rules) under the FIFO's lock before it takes each batch, so a pusher, such
 // as the reflector reading a watch, neither does per-key work nor waits for it. Whoever
 // needs the FIFO exact (Update, Len, Seal) sorts the inbox first, and so does a pusher
-// that finds it full: it never holds more than maxInbox events, which keeps memory
-// bounded by keys while the drain loop is held off.
+// that finds it full: it never holds more than maxInbox events and one push, which keeps
+// memory bounded by keys while the drain loop is held off.
 type Backlog[T event.Object] struct {
 	opts BacklogOptions[T]
 
@@ -183,8 +184,10 @@ func (b *Backlog[T]) sort() {
 		b.fifo.Push(e.Key, e, i < marked)
 	}
 	clear(in) // drop the objects: the FIFO holds what it keeps
-	if cap(in) <= maxInbox {
-		b.spare = in[:0] // a burst's larger array is not kept
+	if cap(in) <= 2*maxInbox {
+		// A push overshoots maxInbox by at most one batch; an array larger than that came
+		// from a burst (a huge PushBatch) and is not kept.
+		b.spare = in[:0]
 	}
 	b.fifoChanged()
 }

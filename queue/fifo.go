@@ -33,6 +33,9 @@ type entry[T event.Object] struct {
 	q          EventQueue[T]
 	marked     bool
 	prev, next *entry[T]
+	// first holds q's events while there is one, as there is for most keys, so that a
+	// newly pending key costs one allocation, not two.
+	first [1]event.Event[T]
 }
 
 const (
@@ -191,7 +194,9 @@ func (f *FIFO[T]) alloc() *entry[T] {
 		en.next = nil
 		return en
 	}
-	return &entry[T]{}
+	en := &entry[T]{}
+	en.q.events = en.first[:0]
+	return en
 }
 
 func (f *FIFO[T]) release(en *entry[T]) {
