@@ -57,20 +57,21 @@ func CRD() *apiextensionsv1.CustomResourceDefinition {
 }
 
 // InstallCRD creates the Website CRD unless it exists, and waits until the API server
-// serves Websites. It reports whether it created the CRD.
+// serves Websites. A CRD being deleted is waited for, then created anew. It reports
+// whether it created the CRD.
 func InstallCRD(ctx context.Context, client apiextensionsclient.Interface) (created bool, err error) {
 	crds := client.ApiextensionsV1().CustomResourceDefinitions()
-	_, err = crds.Create(ctx, CRD(), metav1.CreateOptions{})
-	switch {
-	case err == nil:
-		created = true
-	case !apierrors.IsAlreadyExists(err):
-		return false, fmt.Errorf("creating the Website CRD: %w", err)
-	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		crd, err := crds.Get(ctx, CRD().Name, metav1.GetOptions{})
-		if err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = crds.Create(ctx, CRD(), metav1.CreateOptions{})
+			created = err == nil
+			return false, ignoreAlreadyExists(err)
+		case err != nil:
 			return false, err
+		case crd.DeletionTimestamp != nil:
+			return false, nil // being deleted: wait until it is gone
 		}
 		for _, c := range crd.Status.Conditions {
 			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
@@ -80,7 +81,14 @@ func InstallCRD(ctx context.Context, client apiextensionsclient.Interface) (crea
 		return false, nil
 	})
 	if err != nil {
-		return created, fmt.Errorf("waiting for the Website CRD to be established: %w", err)
+		return created, fmt.Errorf("installing the Website CRD: %w", err)
 	}
 	return created, nil
+}
+
+func ignoreAlreadyExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }

@@ -165,22 +165,23 @@ func (r *reconciler) record(w *Website, kind string, change typed.Change, err er
 // cleanup deletes what the Website controls, before the finalizer lets it go: no garbage
 // collector is needed, and what another owner controls is left alone.
 func (r *reconciler) cleanup(ctx context.Context, w *Website) error {
-	err := errors.Join(deleteControlled(ctx, r.cs.AppsV1().Deployments(w.Namespace), w), deleteControlled(ctx, r.cs.CoreV1().ConfigMaps(w.Namespace), w))
-	if err == nil {
-		r.recorder.Eventf(w, nil, corev1.EventTypeNormal, "CleanedUp", "Finalize", "deleted Deployment and ConfigMap %s", w.Name)
-	}
-	return err
+	return errors.Join(deleteControlled(ctx, r.cs.AppsV1().Deployments(w.Namespace), w, r.recorder, "Deployment"),
+		deleteControlled(ctx, r.cs.CoreV1().ConfigMaps(w.Namespace), w, r.recorder, "ConfigMap"))
 }
 
-// deleteControlled deletes w's namesake through c if w controls it, with its UID as a
-// precondition so that an object made anew meanwhile is not deleted.
+// deleteControlled deletes w's namesake of kind through c if w controls it, with its UID
+// as a precondition so that an object made anew meanwhile is not deleted, and records it.
+// A cleanup that runs again (a reconcile from a cache that has not yet seen the
+// finalizer's removal) finds nothing to delete and records nothing.
 func deleteControlled[T metav1.Object](ctx context.Context, c interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
-}, w *Website) error {
+}, w *Website, recorder *typed.Recorder, kind string) error {
 	obj, err := c.Get(ctx, w.Name, metav1.GetOptions{})
 	if err == nil && metav1.IsControlledBy(obj, w) {
-		err = c.Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))})
+		if err = c.Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))}); err == nil {
+			recorder.Eventf(w, nil, corev1.EventTypeNormal, "Deleted", "Delete"+kind, "Deleted %s %s", kind, w.Name)
+		}
 	}
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -131,7 +131,7 @@ func TestWebsiteOperator(t *testing.T) {
 		w := c.converged(t, c.create(t, ns, "bye", "so long", 1))
 		c.delete(t, w)
 		c.gone(t, w)
-		c.events(t, w, "deleted Deployment and ConfigMap bye")
+		c.events(t, w, "Deleted Deployment bye", "Deleted ConfigMap bye")
 	})
 
 	t.Run("an object controlled by another owner is never touched, and deleting the Website still completes", func(t *testing.T) {
