@@ -381,3 +381,62 @@ func TestManagerCacheOfADeletedCRDStopsAndResumes(t *testing.T) {
 	})
 	stop() // checks that Run returned nil and left no goroutine
 }
+
+// Keys from outside the cluster reach a loop over ConfigMaps on the server: a channel's
+// key is reconciled with the object read from the cache, and a reconcile enqueues another
+// key through its context.
+func TestManagerReconcilesKeysFromOutsideTheCluster(t *testing.T) {
+	const ns = "manager-triggers"
+	_, admin := setUp(t, ns)
+	createConfigMap(t, admin.kube, ns, "settings", nil)
+	createConfigMap(t, admin.kube, ns, "derived", nil)
+	m := manager.New(manager.Options{})
+	c, err := manager.Acquire(m, manager.Namespaced[cm](admin.kube.CoreV1().ConfigMaps), manager.CacheOptions[cm]{Namespaces: []string{ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	var mu sync.Mutex
+	var seen []string
+	loop, err := manager.NewLoop(c, typed.ReconcilerFunc[cm](func(ctx context.Context, req typed.Request[cm]) (typed.Result, error) {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s cached=%v", req.Key, !req.Deleted))
+		mu.Unlock()
+		if req.Key == ns+"/from-webhook" {
+			return typed.Result{}, manager.Enqueue(ctx, ns+"/derived")
+		}
+		return typed.Result{}, nil
+	}), typed.Options{Name: "settings", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make(chan string)
+	if err := loop.AddTrigger("webhook", manager.Channel(keys)); err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, m)
+	count := func(entry string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, s := range seen {
+			if s == entry {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "the initial reconciles", func() bool {
+		return count(ns+"/settings cached=true") == 1 && count(ns+"/derived cached=true") == 1
+	})
+	keys <- ns + "/settings"
+	keys <- ns + "/from-webhook"
+	waitUntil(t, "the keys from the channel, and the one a reconcile enqueued", func() (bool, string) {
+		done := count(ns+"/settings cached=true") == 2 && count(ns+"/from-webhook cached=false") == 1 &&
+			count(ns+"/derived cached=true") == 2
+		mu.Lock()
+		defer mu.Unlock()
+		return done, fmt.Sprint(seen)
+	})
+	stop()
+}
