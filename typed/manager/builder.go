@@ -273,7 +273,7 @@ func watchKind[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	}
 	preds = slices.Clone(preds)
 	b.related = append(b.related, func(l *Loop[T, L], owner schema.GroupKind) error {
-		if err := relate(l, c, mapping(owner), preds...); err != nil {
+		if err := Related(l, c, mapping(owner), preds...); err != nil {
 			return fmt.Errorf("%s(%T): %w", step, zero, err)
 		}
 		return nil
@@ -284,11 +284,13 @@ func watchKind[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 func (b *Builder[T, L]) fail(err error) { b.errs = append(b.errs, err) }
 
 // Complete adds to the Manager a Loop that reconciles the primary kind's keys with r, as
-// NewLoop does, related to every owned and watched kind, and returns it. It returns every
-// error of the declaration, joined, and no Loop, having released every cache the Builder
-// acquired: nil arguments (errors.Is typed.ErrNilArgument), caches that could not be
-// acquired (see Acquire), a cluster-scoped owned kind of a namespaced owner (ErrScope),
-// owned kinds of an unknown owner kind (ErrNoOwnerKind), and a second call
+// NewLoop does, related to every owned and watched kind, and returns it: like any Loop,
+// it also takes keys by hand (Loop.Enqueue, Enqueue) and from triggers (Loop.AddTrigger).
+//
+// It returns every error of the declaration, joined, and no Loop, having released every
+// cache the Builder acquired: nil arguments (errors.Is typed.ErrNilArgument), caches that
+// could not be acquired (see Acquire), a cluster-scoped owned kind of a namespaced owner
+// (ErrScope), owned kinds of an unknown owner kind (ErrNoOwnerKind), and a second call
 // (ErrAlreadyCompleted).
 func (b *Builder[T, L]) Complete(r typed.Reconciler[T]) (*Loop[T, L], error) {
 	var zero T
@@ -315,7 +317,7 @@ func (b *Builder[T, L]) Complete(r typed.Reconciler[T]) (*Loop[T, L], error) {
 	if opts.Name == "" && known {
 		opts.Name = strings.ToLower(kind.Kind)
 	}
-	l, err := newLoop(b.cache, r, opts, b.preds...)
+	l, err := NewLoop(b.cache, r, opts, b.preds...)
 	if err != nil {
 		b.release()
 		return nil, fmt.Errorf("Complete(%T): %w", zero, err)

@@ -589,3 +589,29 @@ func TestOwnsNeedsTheKindOfACustomResource(t *testing.T) {
 		})
 	}
 }
+
+// The Loop that Complete returns is a Manager Loop like NewLoop's: a reconcile can
+// enqueue another key by hand.
+func TestABuildersLoopTakesKeysByHand(t *testing.T) {
+	configMaps := fake.New[cm, cmList]()
+	m := manager.New(manager.Options{})
+	log := &keyLog{ch: make(chan string, 100)}
+	_, err := manager.For(m, source(configMaps)).Complete(typed.ReconcilerFunc[cm](func(ctx context.Context, req typed.Request[cm]) (typed.Result, error) {
+		if req.Key == "a/web" {
+			if err := manager.Enqueue(ctx, "a/by-hand"); err != nil {
+				t.Errorf("Enqueue: %v", err)
+			}
+		}
+		return log.reconcile(ctx, req)
+	}))
+	if err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	run(t, m)
+	if _, err := configMaps.Create(configMap("a", "web", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a/web"}, log.until(t, "a/by-hand")); diff != "" {
+		t.Errorf("keys reconciled before the one enqueued by hand (-want +got):\n%s", diff)
+	}
+}
