@@ -341,9 +341,12 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 }
 
 // classify marks the reflector for a relist when err says the resource version is
-// unavailable.
+// unavailable, or that the resource is not found.
 func (r *Reflector[T, L]) classify(err error) error {
-	if isRVUnavailable(err) {
+	// A resource that is no longer served (a deleted CRD) answers a watch with 404 Not
+	// Found for as long as it is gone: only a list says so for good (IsResourceNotServed)
+	// and finds the objects again once it is back.
+	if isRVUnavailable(err) || apierrors.IsNotFound(err) {
 		r.mu.Lock()
 		r.relist = true
 		r.mu.Unlock()

@@ -140,3 +140,16 @@ func TestIsResourceNotServedOnlyForAListAnswered404(t *testing.T) {
 		t.Error("IsResourceNotServed is true for a 404 the reflector did not report as a list's")
 	}
 }
+
+// TestAWatchAnswered404Relists: a resource that stops being served (a deleted CRD)
+// answers the re-watch with 404 for as long as it is gone; the reflector relists instead
+// of watching again, so that the list says IsResourceNotServed and, once the resource is
+// back, finds its objects.
+func TestAWatchAnswered404Relists(t *testing.T) {
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+	cache := start(t, src, reflect.Options[obj]{Backoff: fastRetries})
+	cache.waitFor(t, "the first list", func(calls []call, _ []error) bool { return len(calls) > 0 })
+	src.FailWatch(1, apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "widgets"}, ""))
+	src.CloseWatches()
+	cache.waitFor(t, "a relist after the watch's 404", func([]call, []error) bool { return src.ListCalls() >= 2 })
+}
