@@ -488,8 +488,10 @@ func TestConcurrentAcquiresDuringAnOutage(t *testing.T) {
 		}
 		return true
 	})
-	if n := r.objs.ListCalls() - lists; n != 1 {
-		t.Errorf("%d lists during the outage, want 1: namespace b's first, none for the shared cache of a", n)
+	// Namespace b's cache may list once, or learn of the outage before it does; the shared
+	// cache of a never lists again.
+	if n := r.objs.ListCalls() - lists; n > 1 {
+		t.Errorf("%d lists during the outage, want at most 1: namespace b's first, none for the shared cache of a", n)
 	}
 	_ = must(r.objs.Create(configMap("b", "three", nil)))
 	r.install()
