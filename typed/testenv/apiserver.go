@@ -58,15 +58,7 @@ func (env *Environment) apiServerArgs() []string {
 // startAPIServerLocked starts kube-apiserver and waits until it is ready.
 // env.mu is held.
 func (env *Environment) startAPIServerLocked(ctx context.Context) (*process, error) {
-	p, err := startProcess(env.log, apiServerBinary, filepath.Join(env.binDir, apiServerBinary), env.apiServerArgs(), filepath.Join(env.dir, "kube-apiserver.log"))
-	if err != nil {
-		return nil, err
-	}
-	if err := p.waitUntil(ctx, "ready", env.apiServerReady); err != nil {
-		p.kill(env.log)
-		return p, err
-	}
-	return p, nil
+	return env.startAndWait(ctx, apiServerBinary, env.apiServerArgs(), "kube-apiserver.log", "ready", env.apiServerReady)
 }
 
 // apiServerReady checks, as the admin, that /readyz answers 200 and that the

@@ -46,15 +46,7 @@ func (env *Environment) etcdArgs() []string {
 
 // startEtcdLocked starts etcd and waits until it is healthy. env.mu is held.
 func (env *Environment) startEtcdLocked(ctx context.Context) (*process, error) {
-	p, err := startProcess(env.log, etcdBinary, filepath.Join(env.binDir, etcdBinary), env.etcdArgs(), filepath.Join(env.dir, "etcd.log"))
-	if err != nil {
-		return nil, err
-	}
-	if err := p.waitUntil(ctx, "healthy", env.etcdHealthy); err != nil {
-		p.kill(env.log)
-		return p, err
-	}
-	return p, nil
+	return env.startAndWait(ctx, etcdBinary, env.etcdArgs(), "etcd.log", "healthy", env.etcdHealthy)
 }
 
 // etcdHealthy checks that the etcd on our port is ours, by its member name,

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +43,21 @@ type process struct {
 
 // startProcess starts path with args in a new process group, appending its
 // output to logPath.
+// startAndWait starts the binary name of env's binary directory with args, its output
+// going to logName in env's directory, and waits until ready says it is what; a process
+// that does not get there is killed, and returned with the error for its log.
+func (env *Environment) startAndWait(ctx context.Context, name string, args []string, logName, what string, ready func(context.Context) error) (*process, error) {
+	p, err := startProcess(env.log, name, filepath.Join(env.binDir, name), args, filepath.Join(env.dir, logName))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitUntil(ctx, what, ready); err != nil {
+		p.kill(env.log)
+		return p, err
+	}
+	return p, nil
+}
+
 func startProcess(log klog.Logger, name, path string, args []string, logPath string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
