@@ -26,8 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 
-	"github.com/typedinformer/typedinformer/controller"
-	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
@@ -238,33 +237,6 @@ func crdClient(t *testing.T, cfg *rest.Config) manager.CRDClient {
 	return cs.ApiextensionsV1().CustomResourceDefinitions()
 }
 
-// eventTypes records, per key, the types of the events a handler got.
-type eventTypes struct {
-	mu    sync.Mutex
-	byKey map[string][]string
-}
-
-func (l *eventTypes) handler() controller.Handler[u] {
-	return controller.HandlerFunc[u](func(_ context.Context, e event.Event[u]) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.byKey == nil {
-			l.byKey = map[string][]string{}
-		}
-		l.byKey[e.Key] = append(l.byKey[e.Key], e.Type.String())
-	})
-}
-
-func (l *eventTypes) get() map[string][]string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := map[string][]string{}
-	for k, v := range l.byKey {
-		out[k] = append([]string(nil), v...)
-	}
-	return out
-}
-
 // A loop runs over a cache of Widgets while their CRD is deleted, twice: the cache stops
 // with ErrResourceNotServed instead of retrying, /readyz says why, and once the CRD is
 // installed again the cache resumes (told by the CRD's watch: its own checks are too slow
@@ -296,8 +268,8 @@ func TestManagerCacheOfADeletedCRDStopsAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Release()
-	events := &eventTypes{}
-	if _, err := c.AddHandler("events", events.handler()); err != nil {
+	events := &eventcheck.Types[u]{}
+	if _, err := c.AddHandler("events", events); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -376,7 +348,7 @@ func TestManagerCacheOfADeletedCRDStopsAndResumes(t *testing.T) {
 		ns + "/after-1": {"ADDED"},
 	}
 	waitUntil(t, "the handler to see every widget come and go", func() (bool, string) {
-		diff := cmp.Diff(want, events.get())
+		diff := cmp.Diff(want, events.ByKey())
 		return diff == "", diff
 	})
 	stop() // checks that Run returned nil and left no goroutine

@@ -19,9 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
-	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/eventcheck"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
@@ -127,33 +126,6 @@ func (r *resource) install() {
 // requests counts the lists and watches that reached the objects' server.
 func (r *resource) requests() int { return r.objs.ListCalls() + r.objs.WatchCalls() }
 
-// eventLog records, per key, the types of the events a handler got.
-type eventLog struct {
-	mu    sync.Mutex
-	byKey map[string][]string
-}
-
-func (l *eventLog) handler() controller.Handler[cm] {
-	return controller.HandlerFunc[cm](func(_ context.Context, e event.Event[cm]) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.byKey == nil {
-			l.byKey = map[string][]string{}
-		}
-		l.byKey[e.Key] = append(l.byKey[e.Key], e.Type.String())
-	})
-}
-
-func (l *eventLog) get() map[string][]string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := map[string][]string{}
-	for k, v := range l.byKey {
-		out[k] = append([]string(nil), v...)
-	}
-	return out
-}
-
 // outages returns the messages of the errors logged for resources not served.
 func outages(logs ktesting.Buffer) []string {
 	var out []string
@@ -254,8 +226,8 @@ func TestACacheWhoseResourceIsRemovedStopsThenResumesWhenItIsServedAgain(t *test
 			}
 			c := acquire(t, m, src)
 			defer c.Release()
-			events := &eventLog{}
-			if _, err := c.AddHandler("events", events.handler()); err != nil {
+			events := &eventcheck.Types[cm]{}
+			if _, err := c.AddHandler("events", events); err != nil {
 				t.Fatal(err)
 			}
 			reconciled := newReconciles()
@@ -300,8 +272,8 @@ func TestACacheWhoseResourceIsRemovedStopsThenResumesWhenItIsServedAgain(t *test
 				"a/three": {"ADDED"},
 				"a/four":  {"ADDED"},
 			}
-			eventually(t, "the handler to get a/four", func() bool { return len(events.get()["a/four"]) > 0 })
-			if diff := cmp.Diff(want, events.get()); diff != "" {
+			eventually(t, "the handler to get a/four", func() bool { return len(events.ByKey()["a/four"]) > 0 })
+			if diff := cmp.Diff(want, events.ByKey()); diff != "" {
 				t.Errorf("events the cache's handler got, by key (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff([]string{"a/four", "a/three"}, keys(c.List())); diff != "" {
