@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/typedinformer/typedinformer/internal/leasefake"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -44,38 +44,6 @@ const leNamespace, leName = "default", "test"
 func leaderElection(id string, client coordinationv1client.LeasesGetter) typed.LeaderElection {
 	return typed.LeaderElection{Client: client, Namespace: leNamespace, Name: leName, Identity: id,
 		LeaseDuration: leLeaseDuration, RenewDeadline: leRenewDeadline, RetryPeriod: leRetryPeriod}
-}
-
-// newLeaseServer returns a fake clientset whose Leases have the API server's optimistic
-// concurrency, which client-go's fake lacks: every write gives the Lease a new
-// resourceVersion, and an update carrying another resourceVersion than the stored
-// Lease's fails with a conflict (one carrying none succeeds, as on the API server).
-func newLeaseServer() *fake.Clientset {
-	server := fake.NewClientset()
-	leases := coordinationv1.SchemeGroupVersion.WithResource("leases")
-	var version int64 // reactors run one at a time, under the fake's lock
-	next := func() string {
-		version++
-		return strconv.FormatInt(version, 10)
-	}
-	server.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).ResourceVersion = next()
-		return false, nil, nil // the tracker stores it
-	})
-	server.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		lease := action.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
-		stored, err := server.Tracker().Get(leases, action.GetNamespace(), lease.Name)
-		if err != nil {
-			return false, nil, nil // the tracker answers
-		}
-		if v := lease.ResourceVersion; v != "" && v != stored.(*coordinationv1.Lease).ResourceVersion {
-			return true, nil, apierrors.NewConflict(leases.GroupResource(), lease.Name,
-				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
-		}
-		lease.ResourceVersion = next()
-		return false, nil, nil
-	})
-	return server
 }
 
 // rejectUpdates makes server reject, once cut is set, the Lease updates whose holder is
@@ -253,7 +221,7 @@ func TestLeaderElectionNeverLetsASuccessorLeadBeforeTheLeaderHasStopped(t *testi
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			server := newLeaseServer()
+			server := leasefake.NewServer()
 			aLeases := &candidateLeases{LeasesGetter: server.CoordinationV1()}
 			cut := tc.cutOff(server, aLeases)
 			leaders := newLeadership()
@@ -422,7 +390,7 @@ func TestLeaderElectionReleaseNeverOverwritesASuccessorsLease(t *testing.T) {
 		{name: "successor acquired between the release's read and write"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			server := newLeaseServer()
+			server := leasefake.NewServer()
 			leases := server.CoordinationV1().Leases(leNamespace)
 			bg := context.Background()
 			var successors *coordinationv1.Lease
@@ -534,7 +502,7 @@ func TestLeaderElectionRefusesALeaseDurationTheLeaseCannotStore(t *testing.T) {
 }
 
 func TestLeaderElectionWaitsBeforeCampaigningAgainWhenLeadReturnsByItself(t *testing.T) {
-	server := newLeaseServer()
+	server := leasefake.NewServer()
 	var leads atomic.Int32
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -551,7 +519,7 @@ func TestLeaderElectionWaitsBeforeCampaigningAgainWhenLeadReturnsByItself(t *tes
 }
 
 func TestLeaderElectionStopsAndReleasesEvenWhenLeadPanics(t *testing.T) {
-	server := newLeaseServer()
+	server := leasefake.NewServer()
 	func() {
 		defer func() {
 			if v := recover(); v != "lead boom" {
@@ -572,7 +540,7 @@ func TestLeaderElectionStopsAndReleasesEvenWhenLeadPanics(t *testing.T) {
 }
 
 func TestLeaderElectionSurvivesAPanickingOnNewLeader(t *testing.T) {
-	le := leaderElection("a", newLeaseServer().CoordinationV1())
+	le := leaderElection("a", leasefake.NewServer().CoordinationV1())
 	le.OnNewLeader = func(string) { panic("callback boom") }
 	led := make(chan struct{})
 	c := campaign(le, func(ctx context.Context) { close(led); <-ctx.Done() })

@@ -2,10 +2,8 @@ package manager_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,38 +19,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/leasefake"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
-
-// newLeaseServer returns a fake clientset whose Leases have the API server's optimistic
-// concurrency, which client-go's fake lacks (as in package typed's tests).
-func newLeaseServer() *kubefake.Clientset {
-	server := kubefake.NewClientset()
-	leases := coordinationv1.SchemeGroupVersion.WithResource("leases")
-	var version int64 // reactors run one at a time, under the fake's lock
-	next := func() string {
-		version++
-		return strconv.FormatInt(version, 10)
-	}
-	server.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).ResourceVersion = next()
-		return false, nil, nil
-	})
-	server.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		lease := action.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
-		stored, err := server.Tracker().Get(leases, action.GetNamespace(), lease.Name)
-		if err != nil {
-			return false, nil, nil
-		}
-		if v := lease.ResourceVersion; v != "" && v != stored.(*coordinationv1.Lease).ResourceVersion {
-			return true, nil, apierrors.NewConflict(leases.GroupResource(), lease.Name, errors.New("the object has been modified"))
-		}
-		lease.ResourceVersion = next()
-		return false, nil, nil
-	})
-	return server
-}
 
 // rejectRenewals makes server reject, while cut is set, the Lease writes that name holder:
 // its renewals and acquisitions, not its release.
@@ -161,7 +131,7 @@ func (r *replica) receiveReconciles(t *testing.T, n int) []string {
 // runnables on every replica, is ready, and takes over, warm, when the leader stops.
 func TestLoopsRunOnlyOnTheLeaderWhileStandbysStayWarm(t *testing.T) {
 	f := fake.New[cm, cmList](configMap("a", "one", nil), configMap("a", "two", nil))
-	server := newLeaseServer()
+	server := leasefake.NewServer()
 	ts := newTerms()
 	a := newReplica(t, "a", server, f, ts)
 	b := newReplica(t, "b", server, f, ts)
@@ -207,7 +177,7 @@ func TestLoopsRunOnlyOnTheLeaderWhileStandbysStayWarm(t *testing.T) {
 // warm, it stays ready, Run goes on, and it leads again once it can renew.
 func TestLosingLeadershipStopsLoopsKeepsCachesAndLeadsAgain(t *testing.T) {
 	f := fake.New[cm, cmList](configMap("a", "one", nil), configMap("a", "two", nil))
-	server := newLeaseServer()
+	server := leasefake.NewServer()
 	var cut atomic.Bool
 	rejectRenewals(server, &cut, "a")
 	ts := newTerms()
