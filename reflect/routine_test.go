@@ -92,16 +92,24 @@ func TestAServerUnreachableForAListIsAFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
-			tt.fail(src, tt.err)
-			cache := start(t, src, reflect.Options[obj]{WatchList: tt.watchList, Backoff: fastRetries})
-			cache.waitFor(t, "the reported error", func(_ []call, errs []error) bool { return len(errs) > 0 })
-			_, errs := cache.snapshot()
-			if got := reflect.IsRoutine(errs[0]); got != tt.want {
-				t.Errorf("IsRoutine(%v) = %v, want %v", errs[0], got, tt.want)
+			err := firstReportedError(t, tt.watchList, tt.fail, tt.err)
+			if got := reflect.IsRoutine(err); got != tt.want {
+				t.Errorf("IsRoutine(%v) = %v, want %v", err, got, tt.want)
 			}
 		})
 	}
+}
+
+// firstReportedError starts a reflector (with watch-list or not) on a source that fails
+// once as fail says, and returns the first error the reflector reports.
+func firstReportedError(t *testing.T, watchList bool, fail func(src *lw, err error), err error) error {
+	t.Helper()
+	src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
+	fail(src, err)
+	cache := start(t, src, reflect.Options[obj]{WatchList: watchList, Backoff: fastRetries})
+	cache.waitFor(t, "the reported error", func(_ []call, errs []error) bool { return len(errs) > 0 })
+	_, errs := cache.snapshot()
+	return errs[0]
 }
 
 // TestIsResourceNotServedOnlyForAListAnswered404: a 404 on the reflector's list or
@@ -126,13 +134,9 @@ func TestIsResourceNotServedOnlyForAListAnswered404(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := fake.New[obj, *corev1.ConfigMapList](cm("a"))
-			tt.fail(src, tt.err)
-			cache := start(t, src, reflect.Options[obj]{WatchList: tt.watchList, Backoff: fastRetries})
-			cache.waitFor(t, "the reported error", func(_ []call, errs []error) bool { return len(errs) > 0 })
-			_, errs := cache.snapshot()
-			if got := reflect.IsResourceNotServed(errs[0]); got != tt.want {
-				t.Errorf("IsResourceNotServed(%v) = %v, want %v", errs[0], got, tt.want)
+			err := firstReportedError(t, tt.watchList, tt.fail, tt.err)
+			if got := reflect.IsResourceNotServed(err); got != tt.want {
+				t.Errorf("IsResourceNotServed(%v) = %v, want %v", err, got, tt.want)
 			}
 		})
 	}
