@@ -67,12 +67,12 @@ func newKeyQueue() *keyQueue {
 
 // Add queues key at priority p, or raises the priority of a key already queued (moving
 // it to the back of the live keys) or being processed. A lower priority never lowers a
-// key's. Add does nothing once the queue has shut down.
-func (q *keyQueue) Add(key string, p priority) {
+// key's. Add does nothing once the queue has shut down, and then reports false.
+func (q *keyQueue) Add(key string, p priority) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.shutDown {
-		return
+		return false
 	}
 	if d, ok := q.dirty[key]; ok {
 		if p > d.prio {
@@ -82,7 +82,7 @@ func (q *keyQueue) Add(key string, p priority) {
 			}
 			d.prio = p
 		}
-		return
+		return true
 	}
 	d := &dirtyKey{prio: p}
 	q.dirty[key] = d
@@ -90,6 +90,7 @@ func (q *keyQueue) Add(key string, p priority) {
 		d.elem = q.waiting[p].PushBack(key)
 		q.cond.Signal()
 	}
+	return true
 }
 
 // Get blocks until a key is queued or the queue shuts down, and hands out the next key

@@ -165,6 +165,9 @@ type Loop[T event.Object, L reflect.List] struct {
 	mu      sync.Mutex
 	related []func(enqueue func(key string, p priority)) (*controller.Registration, error)
 	run     *loopRun[T] // the running Run's state; nil while not running
+	// waiting holds the keys Enqueue was given while the Loop did not run, for the next
+	// Run: a set, so that memory is by key, not by call.
+	waiting map[string]struct{}
 }
 
 // loopRun is the state of one Run: dropped, with everything it holds, when Run returns.
@@ -260,6 +263,10 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 		l.mu.Unlock()
 		return ErrLoopRunning
 	}
+	for key := range l.waiting {
+		run.q.Add(key, livePriority)
+	}
+	l.waiting = nil
 	l.run = run
 	related := slices.Clone(l.related)
 	l.mu.Unlock()
@@ -355,6 +362,27 @@ func (l *Loop[T, L]) stop(run *loopRun[T]) {
 func (run *loopRun[T]) pendingLocked(key string) bool {
 	_, retry := run.retries[key]
 	return retry || run.q.Pending(key)
+}
+
+// Enqueue makes the Loop reconcile key, as an event of the controller for it would, with
+// the priority of a live change; a key already queued is reconciled once. It is for keys
+// from outside the cluster (a webhook, a timer) and for a reconciler that asks for another
+// key. While the Loop does not run, the key waits, and the next Run reconciles it; keys
+// waiting cost memory by key, not by call. key must be a key of the controller's key
+// function; Enqueue does not check it.
+func (l *Loop[T, L]) Enqueue(key string) {
+	l.mu.Lock()
+	run := l.run
+	if run == nil || !run.q.Add(key, livePriority) { // not running, or stopping
+		if l.waiting == nil {
+			l.waiting = map[string]struct{}{}
+		}
+		l.waiting[key] = struct{}{}
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.depth(run.q)
 }
 
 func (l *Loop[T, L]) depth(q *keyQueue) {

@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/nilness"
@@ -17,9 +16,6 @@ type Loop[T event.Object, L reflect.List] struct {
 	cache *Cache[T, L]        // the Loop's own handle, held until the Manager stops
 	loops []*typed.Loop[T, L] // one per namespace of cache, in the order of its members
 	needs *loopNeeds
-
-	trigMu sync.Mutex
-	trig   *triggers // the keys enqueued by hand; nil until first used
 }
 
 // NewLoop adds to c's Manager a typed.Loop that reconciles c's keys with r: the Manager
