@@ -400,3 +400,31 @@ func TestDrainNeverParksWithEventsPending(t *testing.T) {
 		<-done
 	}
 }
+
+// TestPushesWithNoDrainKeepMemoryBoundedByKeys keeps DESIGN 4 with the inbox: while
+// nothing drains the backlog (the drain loop held off, or not started), 100,000 pushes
+// over 3 keys hold at most an inbox's worth of events besides one pending entry per key.
+func TestPushesWithNoDrainKeepMemoryBoundedByKeys(t *testing.T) {
+	b := queue.NewBacklog(queue.BacklogOptions[*corev1.ConfigMap]{})
+	most := 0
+	for i := range 100_000 {
+		push(b, fmt.Sprint("k", i%3), fmt.Sprint(i+1), event.Modified)
+		most = max(most, queue.InboxLen(b))
+	}
+	if most > queue.MaxInbox {
+		t.Errorf("the inbox held %d events, more than %d", most, queue.MaxInbox)
+	}
+	if n := b.Len(); n != 3 {
+		t.Errorf("Len() = %d after pushes over 3 keys, want 3", n)
+	}
+	c := &consumer{}
+	b.Consume(c, math.MaxInt)
+	want := [][]step{{
+		{Key: "ns/k0", Type: event.Modified, RV: "100000"},
+		{Key: "ns/k1", Type: event.Modified, RV: "99998"},
+		{Key: "ns/k2", Type: event.Modified, RV: "99999"},
+	}}
+	if diff := cmp.Diff(want, c.got()); diff != "" {
+		t.Errorf("what the pushes left (-want +got):\n%s", diff)
+	}
+}

@@ -9,3 +9,13 @@ func Pauses[T event.Object](b *Backlog[T]) int {
 	defer b.mu.Unlock()
 	return b.pauses
 }
+
+// InboxLen returns the number of events pushed and not yet sorted into the FIFO.
+func InboxLen[T event.Object](b *Backlog[T]) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.inbox)
+}
+
+// MaxInbox is maxInbox, for tests.
+const MaxInbox = maxInbox
