@@ -1,0 +1,470 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/typed"
+)
+
+// GroupLabel is the label of the member Leases of a Sharder: its value is Options.Name.
+const GroupLabel = "shard.typedinformer.io/group"
+
+// Options configure a Sharder.
+type Options struct {
+	// Client manages the Leases, e.g. clientset.CoordinationV1().
+	Client coordinationclient.LeasesGetter
+	// Namespace holds the Leases.
+	Namespace string
+	// Name names the group of replicas that divide the shards: its Leases are
+	// <Name>-shard-<i> for shard i and <Name>-member-<Identity> for each replica.
+	Name string
+	// Identity of this replica, unique in the group (a pod name).
+	Identity string
+	// Space is the shard space; 32 shards by UID when Space.Shards is zero.
+	Space Space
+	// LeaseDuration, RenewDeadline and RetryPeriod are those of typed.LeaderElection,
+	// for each shard's Lease and for the member Leases (15s, 10s and 2s when zero). A
+	// replica that cannot renew its member Lease for RenewDeadline gives up its shards;
+	// the others take them over once its Leases have expired.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Metrics receives the shards held, moves and hand-over times; none when nil.
+	Metrics Metrics
+}
+
+// Metrics receives a Sharder's gauges and counters. Implementations must be safe for
+// concurrent use.
+type Metrics interface {
+	// ShardsHeld is called with the number of shards whose work runs on this replica.
+	ShardsHeld(group string, n int)
+	// ShardMoved is called when this replica starts (gained) or stops (not gained)
+	// working on a shard.
+	ShardMoved(group string, shard int, gained bool)
+	// HandOver is called once per gained shard with the time from this replica's
+	// decision to take it (the first assignment that gave it the shard) to the shard's
+	// work being ready (Shard.Ready: for Loop, its first reconcile, or its synced cache
+	// when the shard is empty).
+	HandOver(group string, shard int, d time.Duration)
+	// ShardObjects is called with the number of objects cached for a shard held.
+	ShardObjects(group string, shard int, n int)
+	// ShardKeys is called with the number of keys of a shard waiting to be reconciled.
+	ShardKeys(group string, shard int, n int)
+}
+
+// ErrInvalidOptions is returned, wrapped, by New for options that cannot work.
+var ErrInvalidOptions = errors.New("invalid sharding options")
+
+// ErrRunning is returned by Run when the Sharder is already running.
+var ErrRunning = errors.New("sharder already running")
+
+// Shard is a shard held by this replica, given to the work of a Sharder.
+type Shard struct {
+	// Index is the shard's number, in [0, Space.Shards).
+	Index int
+	// Space is the shard space.
+	Space Space
+	ready func()
+}
+
+// Selector returns the shard's selector for ListOptions.ShardSelector.
+func (s Shard) Selector() string { return s.Space.Selector([]int{s.Index}) }
+
+// Ready says that the shard's work has taken it over (for a Loop, its first reconcile);
+// the first call reports the hand-over time. It is safe to call any number of times.
+func (s Shard) Ready() {
+	if s.ready != nil {
+		s.ready()
+	}
+}
+
+// Sharder divides the shards of a Space among the live replicas of a group, through
+// Leases only, and runs work for each shard while this replica holds that shard's Lease.
+//
+// Membership: each replica renews a member Lease every RetryPeriod; the live members are
+// those whose Lease this replica saw renewed within its duration. Assignment: every
+// replica computes Assign over the live members, so all agree once they see the same
+// members. Ownership: a replica campaigns for the Lease of each shard assigned to it,
+// with typed.LeaderElection, and runs the shard's work only while it holds the Lease.
+//
+// Hand-over is exclusive: when a shard is no longer assigned to this replica, its work's
+// context is cancelled, the Sharder waits for the work to return (a Loop lets its
+// in-flight reconciles finish), and only then releases the Lease; the new owner acquires
+// it only then, or once it has expired if the old owner died or was cut off. A replica
+// that cannot renew a shard's Lease within RenewDeadline cancels that shard's work, as a
+// leader does (see typed.LeaderElection for the bound on LeaseDuration).
+type Sharder struct {
+	opts Options
+
+	mu       sync.Mutex
+	running  bool
+	members  []string              // live members at the last assignment
+	owners   []string              // the last assignment
+	work     map[int]*campaign     // shards campaigned for or stopping
+	seen     map[string]observed   // member Leases by name
+	leading  map[int]struct{}      // shards whose work runs
+	ownLease *coordinationv1.Lease // this replica's member Lease as last written
+	renewed  time.Time             // when the member Lease was last renewed
+}
+
+// observed is what this replica last saw of a member Lease, and when it saw it change.
+type observed struct {
+	identity string
+	renew    string
+	duration time.Duration
+	at       time.Time
+}
+
+// campaign is this replica's pursuit of one shard.
+type campaign struct {
+	cancel  context.CancelFunc
+	done    chan struct{}
+	decided time.Time
+	leaving bool
+}
+
+// New returns a Sharder with opts, or an error wrapping ErrInvalidOptions.
+func New(opts Options) (*Sharder, error) {
+	if opts.Space.Shards == 0 {
+		opts.Space.Shards = 32
+	}
+	opts.LeaseDuration = orDefault(opts.LeaseDuration, 15*time.Second)
+	opts.RenewDeadline = orDefault(opts.RenewDeadline, 10*time.Second)
+	opts.RetryPeriod = orDefault(opts.RetryPeriod, 2*time.Second)
+	if nilness.IsNil(opts.Metrics) {
+		opts.Metrics = nil
+	}
+	var errs []error
+	if err := opts.Space.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case nilness.IsNil(opts.Client):
+		errs = append(errs, errors.New("no Lease client"))
+	case opts.Identity == "":
+		errs = append(errs, errors.New("no identity"))
+	case opts.Name == "":
+		errs = append(errs, errors.New("no name"))
+	}
+	for _, name := range []string{memberLease(opts.Name, opts.Identity), shardLease(opts.Name, opts.Space.Shards-1)} {
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			errs = append(errs, fmt.Errorf("lease name %q: %s", name, msg))
+		}
+	}
+	for _, msg := range validation.IsValidLabelValue(opts.Name) {
+		errs = append(errs, fmt.Errorf("name %q as a label value: %s", opts.Name, msg))
+	}
+	if opts.RenewDeadline >= opts.LeaseDuration || opts.RetryPeriod >= opts.RenewDeadline {
+		errs = append(errs, errors.New("need RetryPeriod < RenewDeadline < LeaseDuration"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return &Sharder{opts: opts}, nil
+}
+
+func memberLease(group, identity string) string { return group + "-member-" + identity }
+func shardLease(group string, i int) string     { return group + "-shard-" + strconv.Itoa(i) }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Space returns the Sharder's shard space.
+func (s *Sharder) Space() Space { return s.opts.Space }
+
+// Identity returns this replica's identity.
+func (s *Sharder) Identity() string { return s.opts.Identity }
+
+// Held returns the shards whose work runs on this replica now, in order.
+func (s *Sharder) Held() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := make([]int, 0, len(s.leading))
+	for i := range s.leading {
+		held = append(held, i)
+	}
+	slices.Sort(held)
+	return held
+}
+
+// Members returns the live members this replica saw at its last assignment, in order.
+func (s *Sharder) Members() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.members)
+}
+
+// Run divides the shards with the other replicas until ctx ends, calling work for each
+// shard while this replica holds it, with a context cancelled when the shard moves away,
+// its Lease cannot be renewed, or ctx ends. work must return soon after its context is
+// cancelled, having finished what it started: only then is the shard's Lease released.
+// A panic in work is recovered and logged, and the shard is campaigned for again.
+//
+// When ctx ends, Run cancels every shard's work, waits for it, releases the shards'
+// Leases, deletes this replica's member Lease so that the others take its shards at
+// once, and returns with no goroutine left. It returns ErrRunning if the Sharder runs.
+func (s *Sharder) Run(ctx context.Context, work func(ctx context.Context, sh Shard)) error {
+	if work == nil {
+		return fmt.Errorf("%w: nil work", typed.ErrNilArgument)
+	}
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return ErrRunning
+	}
+	s.running = true
+	s.work, s.seen, s.leading = map[int]*campaign{}, map[string]observed{}, map[int]struct{}{}
+	s.members, s.owners, s.ownLease, s.renewed = nil, nil, nil, time.Time{}
+	s.mu.Unlock()
+	logger := klog.FromContext(ctx).WithValues("sharder", s.opts.Name, "identity", s.opts.Identity)
+	ctx = klog.NewContext(ctx, logger)
+	defer s.stop(ctx)
+
+	wait.JitterUntilWithContext(ctx, func(ctx context.Context) { s.tick(ctx, work) }, s.opts.RetryPeriod, 0.2, true)
+	return nil
+}
+
+// tick renews this replica's membership, reads the others', and starts or stops shards.
+func (s *Sharder) tick(ctx context.Context, work func(context.Context, Shard)) {
+	logger := klog.FromContext(ctx)
+	now := time.Now()
+	if err := s.heartbeat(ctx, now); err != nil && ctx.Err() == nil {
+		logger.Error(err, "renewing the member lease failed")
+	}
+	list, err := s.opts.Client.Leases(s.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + s.opts.Name})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reapLocked()
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Error(err, "listing the member leases failed; keeping the last assignment")
+		}
+		if now.Sub(s.renewed) < s.opts.RenewDeadline {
+			return
+		}
+		// Cut off for RenewDeadline: the others may take this replica's shards.
+	}
+	if err == nil {
+		s.observeLocked(list.Items, now)
+	}
+	members := s.liveLocked(now)
+	if !slices.Equal(members, s.members) {
+		logger.Info("members changed", "members", members)
+	}
+	s.members = members
+	s.owners = Assign(s.opts.Space.Shards, members)
+	for i := range s.opts.Space.Shards {
+		mine := s.owners != nil && s.owners[i] == s.opts.Identity
+		c := s.work[i]
+		switch {
+		case mine && c == nil:
+			s.startLocked(ctx, i, now, work)
+		case !mine && c != nil && !c.leaving:
+			logger.V(2).Info("shard assigned elsewhere; handing it over", "shard", i, "to", s.ownerLocked(i))
+			c.leaving = true
+			c.cancel()
+		}
+	}
+}
+
+func (s *Sharder) ownerLocked(i int) string {
+	if s.owners == nil {
+		return ""
+	}
+	return s.owners[i]
+}
+
+// reapLocked forgets the campaigns that have ended.
+func (s *Sharder) reapLocked() {
+	for i, c := range s.work {
+		select {
+		case <-c.done:
+			delete(s.work, i)
+		default:
+		}
+	}
+}
+
+// heartbeat creates or renews this replica's member Lease.
+func (s *Sharder) heartbeat(ctx context.Context, now time.Time) error {
+	leases := s.opts.Client.Leases(s.opts.Namespace)
+	s.mu.Lock()
+	lease := s.ownLease
+	s.mu.Unlock()
+	var err error
+	if lease == nil {
+		lease, err = leases.Get(ctx, memberLease(s.opts.Name, s.opts.Identity), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			lease, err = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+				Name: memberLease(s.opts.Name, s.opts.Identity), Namespace: s.opts.Namespace,
+			}}, nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	lease = lease.DeepCopy()
+	if lease.Labels == nil {
+		lease.Labels = map[string]string{}
+	}
+	lease.Labels[GroupLabel] = s.opts.Name
+	renew := metav1.NewMicroTime(now)
+	seconds := int32(s.opts.LeaseDuration / time.Second)
+	lease.Spec.HolderIdentity = &s.opts.Identity
+	lease.Spec.LeaseDurationSeconds = &seconds
+	lease.Spec.RenewTime = &renew
+	if lease.ResourceVersion == "" {
+		lease.Spec.AcquireTime = &renew
+		lease, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+	} else {
+		lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.ownLease = nil // read it again next time
+		return err
+	}
+	s.ownLease, s.renewed = lease, now
+	return nil
+}
+
+// observeLocked records the member Leases listed, noting when each was last renewed as
+// seen from here: clocks of different machines are never compared, as in client-go's
+// leader election.
+func (s *Sharder) observeLocked(leases []coordinationv1.Lease, now time.Time) {
+	seen := make(map[string]observed, len(leases))
+	for _, l := range leases {
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
+			continue
+		}
+		o := observed{identity: *l.Spec.HolderIdentity, renew: l.Spec.RenewTime.String(), at: now, duration: s.opts.LeaseDuration}
+		if l.Spec.LeaseDurationSeconds != nil {
+			o.duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+		}
+		if prior, ok := s.seen[l.Name]; ok && prior.renew == o.renew {
+			o.at = prior.at
+		}
+		seen[l.Name] = o
+	}
+	s.seen = seen
+}
+
+// liveLocked returns the live members, in order: the others whose Lease was renewed
+// within its duration, and this replica while its own renewals succeed.
+func (s *Sharder) liveLocked(now time.Time) []string {
+	var live []string
+	for name, o := range s.seen {
+		if name == memberLease(s.opts.Name, s.opts.Identity) {
+			continue
+		}
+		if now.Sub(o.at) < o.duration {
+			live = append(live, o.identity)
+		}
+	}
+	if !s.renewed.IsZero() && now.Sub(s.renewed) < s.opts.RenewDeadline {
+		live = append(live, s.opts.Identity)
+	}
+	slices.Sort(live)
+	return slices.Compact(live)
+}
+
+// startLocked campaigns for shard i and runs work while holding it.
+func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work func(context.Context, Shard)) {
+	cctx, cancel := context.WithCancel(ctx)
+	c := &campaign{cancel: cancel, done: make(chan struct{}), decided: now}
+	s.work[i] = c
+	le := typed.LeaderElection{
+		Client:        s.opts.Client,
+		Namespace:     s.opts.Namespace,
+		Name:          shardLease(s.opts.Name, i),
+		Identity:      s.opts.Identity,
+		LeaseDuration: s.opts.LeaseDuration,
+		RenewDeadline: s.opts.RenewDeadline,
+		RetryPeriod:   s.opts.RetryPeriod,
+	}
+	go func() {
+		defer close(c.done)
+		defer cancel()
+		if err := le.Run(cctx, func(ctx context.Context) { s.lead(ctx, i, c, work) }); err != nil {
+			klog.FromContext(ctx).Error(err, "campaigning for a shard failed", "shard", i)
+		}
+	}()
+}
+
+// lead runs work for shard i while this replica holds its Lease.
+func (s *Sharder) lead(ctx context.Context, i int, c *campaign, work func(context.Context, Shard)) {
+	logger := klog.FromContext(ctx).WithValues("shard", i)
+	var once sync.Once
+	sh := Shard{Index: i, Space: s.opts.Space, ready: func() {
+		once.Do(func() {
+			d := time.Since(c.decided)
+			logger.V(2).Info("shard taken over", "handOver", d)
+			if s.opts.Metrics != nil {
+				s.opts.Metrics.HandOver(s.opts.Name, i, d)
+			}
+		})
+	}}
+	s.setLeading(i, true)
+	defer s.setLeading(i, false)
+	defer recovered.Log(logger, nil, "shard work panicked")
+	work(klog.NewContext(ctx, logger), sh)
+}
+
+func (s *Sharder) setLeading(i int, on bool) {
+	s.mu.Lock()
+	if on {
+		s.leading[i] = struct{}{}
+	} else {
+		delete(s.leading, i)
+	}
+	n := len(s.leading)
+	s.mu.Unlock()
+	if m := s.opts.Metrics; m != nil {
+		m.ShardMoved(s.opts.Name, i, on)
+		m.ShardsHeld(s.opts.Name, n)
+	}
+}
+
+// stop ends every shard's work, waits for the Leases' release, and deletes this
+// replica's member Lease.
+func (s *Sharder) stop(ctx context.Context) {
+	s.mu.Lock()
+	campaigns := make([]*campaign, 0, len(s.work))
+	for _, c := range s.work {
+		c.cancel()
+		campaigns = append(campaigns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range campaigns {
+		<-c.done
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.RenewDeadline)
+	defer cancel()
+	err := s.opts.Client.Leases(s.opts.Namespace).Delete(dctx, memberLease(s.opts.Name, s.opts.Identity), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).Error(err, "deleting the member lease failed; the others take this replica's shards once it expires")
+	}
+	s.mu.Lock()
+	s.running = false
+	s.work, s.leading = nil, nil
+	s.mu.Unlock()
+}

@@ -1,0 +1,230 @@
+package shard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/typedinformer/typedinformer/internal/leasefake"
+	"github.com/typedinformer/typedinformer/typed/shard"
+)
+
+// cuttable is a replica's Lease client that a test can cut off from the server, as a
+// crash or a partition does.
+type cuttable struct {
+	coordinationclient.LeasesGetter
+	cut *atomic.Bool
+}
+
+var errCut = errors.New("cut off from the API server")
+
+func (c cuttable) Leases(ns string) coordinationclient.LeaseInterface {
+	return cutLeases{c.LeasesGetter.Leases(ns), c.cut}
+}
+
+type cutLeases struct {
+	coordinationclient.LeaseInterface
+	cut *atomic.Bool
+}
+
+func (l cutLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if l.cut.Load() {
+		return nil, errCut
+	}
+	return l.LeaseInterface.Get(ctx, name, opts)
+}
+
+func (l cutLeases) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	if l.cut.Load() {
+		return nil, errCut
+	}
+	return l.LeaseInterface.List(ctx, opts)
+}
+
+func (l cutLeases) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	if l.cut.Load() {
+		return nil, errCut
+	}
+	return l.LeaseInterface.Create(ctx, lease, opts)
+}
+
+func (l cutLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if l.cut.Load() {
+		return nil, errCut
+	}
+	return l.LeaseInterface.Update(ctx, lease, opts)
+}
+
+func (l cutLeases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if l.cut.Load() {
+		return errCut
+	}
+	return l.LeaseInterface.Delete(ctx, name, opts)
+}
+
+// holding records, per shard, when each replica's work on it started and ended.
+type holding struct {
+	mu    sync.Mutex
+	spans map[int][]span
+}
+
+type span struct {
+	replica    string
+	start, end time.Time // end is zero while the work runs
+}
+
+func (h *holding) work(replica string) func(ctx context.Context, sh shard.Shard) {
+	return func(ctx context.Context, sh shard.Shard) {
+		h.mu.Lock()
+		h.spans[sh.Index] = append(h.spans[sh.Index], span{replica: replica, start: time.Now()})
+		n := len(h.spans[sh.Index]) - 1
+		h.mu.Unlock()
+		<-ctx.Done()
+		h.mu.Lock()
+		h.spans[sh.Index][n].end = time.Now()
+		h.mu.Unlock()
+	}
+}
+
+// overlaps returns the shards two replicas worked on at once.
+func (h *holding) overlaps() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for i, spans := range h.spans {
+		for a := range spans {
+			for b := a + 1; b < len(spans); b++ {
+				x, y := spans[a], spans[b]
+				if x.replica == y.replica {
+					continue
+				}
+				xEnd, yEnd := x.end, y.end
+				if xEnd.IsZero() {
+					xEnd = time.Now()
+				}
+				if yEnd.IsZero() {
+					yEnd = time.Now()
+				}
+				if x.start.Before(yEnd) && y.start.Before(xEnd) {
+					out = append(out, fmt.Sprintf("shard %d: %s and %s", i, x.replica, y.replica))
+				}
+			}
+		}
+	}
+	return out
+}
+
+type replica struct {
+	name    string
+	sharder *shard.Sharder
+	cut     *atomic.Bool
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func startReplica(t *testing.T, server coordinationclient.LeasesGetter, name string, shards int, h *holding) *replica {
+	t.Helper()
+	r := &replica{name: name, cut: &atomic.Bool{}, done: make(chan error, 1)}
+	s, err := shard.New(shard.Options{
+		Client:        cuttable{server, r.cut},
+		Namespace:     "default",
+		Name:          "test",
+		Identity:      name,
+		Space:         shard.Space{Shards: shards},
+		LeaseDuration: 2 * time.Second,
+		RenewDeadline: 1500 * time.Millisecond,
+		RetryPeriod:   200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sharder = s
+	ctx, cancel := context.WithCancel(t.Context())
+	r.cancel = cancel
+	go func() { r.done <- s.Run(ctx, h.work(name)) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *replica) stop(t *testing.T) {
+	r.cancel()
+	if err := <-r.done; err != nil {
+		t.Errorf("replica %s: Run: %v", r.name, err)
+	}
+	r.done <- nil // for a second stop
+}
+
+// settle waits until the running replicas hold every shard, each exactly once, none more
+// than ceil(shards/replicas), and returns the shards each holds.
+func settle(t *testing.T, shards int, rs ...*replica) map[string][]int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	limit := (shards + len(rs) - 1) / len(rs)
+	for {
+		held := map[string][]int{}
+		var all []int
+		balanced := true
+		for _, r := range rs {
+			held[r.name] = r.sharder.Held()
+			all = append(all, held[r.name]...)
+			balanced = balanced && len(held[r.name]) <= limit
+		}
+		slices.Sort(all)
+		if balanced && len(all) == shards && len(slices.Compact(slices.Clone(all))) == shards {
+			return held
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shards never settled: %v", held)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestReplicasDivideTheShardsAndTakeOverFromALeavingOrCrashedOneWithoutOverlap(t *testing.T) {
+	const shards = 16
+	server := leasefake.NewServer().CoordinationV1()
+	h := &holding{spans: map[int][]span{}}
+	a := startReplica(t, server, "a", shards, h)
+	b := startReplica(t, server, "b", shards, h)
+	c := startReplica(t, server, "c", shards, h)
+	settle(t, shards, a, b, c)
+
+	// A replica that stops releases its shards; the others take them.
+	c.stop(t)
+	settle(t, shards, a, b)
+
+	// A replica that crashes (cut off: no heartbeat, no renewal) gives up its shards
+	// itself once it cannot renew, and the others take them once its Leases expire.
+	b.cut.Store(true)
+	held := settle(t, shards, a)
+	if diff := cmp.Diff(map[string][]int{"a": seq(shards)}, held); diff != "" {
+		t.Errorf("after b's crash (-want +got):\n%s", diff)
+	}
+	// A new replica gets its share, and the crashed one, still cut off, none.
+	d := startReplica(t, server, "d", shards, h)
+	settle(t, shards, a, d)
+	if got := b.sharder.Held(); len(got) != 0 {
+		t.Errorf("the crashed replica still works on shards %v", got)
+	}
+	if o := h.overlaps(); len(o) != 0 {
+		t.Errorf("two replicas worked on one shard at once: %v", o)
+	}
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
