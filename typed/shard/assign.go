@@ -8,11 +8,11 @@ import (
 // Assign gives each of n shards to one of members by rendezvous (highest random weight)
 // hashing with a cap: every (shard, member) pair has a weight that depends on nothing
 // else, and, from the heaviest pair down, a shard goes to the member of its pair unless
-// it is taken or the member holds ceil(n/len(members)) shards already. Every replica
-// that sees the same members computes the same assignment; adding or removing one of N
-// members moves about n/N shards, since the other pairs keep their weights, and no
-// member holds more than ceil(n/N). Duplicate and empty member names are ignored; the
-// result maps each shard to its member, and is nil for no members.
+// it is taken or the member is full. A member is full at one shard above an even share,
+// ceil(n/N)+1, or at ceil(1.5*n/N) if that is less. Every replica that sees the same
+// members computes the same assignment; adding or removing one of N members moves about
+// n/N shards, since the other pairs keep their weights. Duplicate and empty member names
+// are ignored; the result maps each shard to its member, and is nil for no members.
 func Assign(n int, members []string) []string {
 	members = slices.Clone(members)
 	slices.Sort(members)
@@ -35,7 +35,7 @@ func Assign(n int, members []string) []string {
 	slices.SortFunc(pairs, func(a, b pair) int {
 		return cmp.Or(cmp.Compare(b.weight, a.weight), cmp.Compare(a.shard, b.shard), cmp.Compare(a.member, b.member))
 	})
-	limit := (n + len(members) - 1) / len(members)
+	limit := capacity(n, len(members))
 	load := make([]int, len(members))
 	owner := make([]string, n)
 	left := n
@@ -52,6 +52,15 @@ func Assign(n int, members []string) []string {
 	return owner
 }
 
+// capacity is the most shards a member may hold: one more than an even share, so that a
+// change of membership does not push shards along a chain of full members (with no
+// slack, a member joining 7 others moved twice its share of 32 shards), within
+// ceil(1.5*n/members).
+func capacity(n, members int) int {
+	even := (n + members - 1) / members
+	return min(even+1, (3*n+2*members-1)/(2*members))
+}
+
 // mix is splitmix64's finalizer: it spreads the bits of x, so that the weights of one
 // member for consecutive shards are unrelated.
 func mix(x uint64) uint64 {
@@ -62,3 +71,4 @@ func mix(x uint64) uint64 {
 	x ^= x >> 31
 	return x
 }
+

@@ -165,11 +165,11 @@ func (r *replica) stop(t *testing.T) {
 }
 
 // settle waits until the running replicas hold every shard, each exactly once, none more
-// than ceil(shards/replicas), and returns the shards each holds.
+// than Assign's cap, and returns the shards each holds.
 func settle(t *testing.T, shards int, rs ...*replica) map[string][]int {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	limit := (shards + len(rs) - 1) / len(rs)
+	limit := min((shards+len(rs)-1)/len(rs)+1, (3*shards+2*len(rs)-1)/(2*len(rs)))
 	for {
 		held := map[string][]int{}
 		var all []int
