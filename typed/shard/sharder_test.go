@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/typedinformer/typedinformer/internal/leasefake"
 	"github.com/typedinformer/typedinformer/typed/shard"
@@ -149,7 +150,8 @@ func startReplica(t *testing.T, server coordinationclient.LeasesGetter, name str
 		t.Fatal(err)
 	}
 	r.sharder = s
-	ctx, cancel := context.WithCancel(t.Context())
+	_, logCtx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(logCtx)
 	r.cancel = cancel
 	go func() { r.done <- s.Run(ctx, h.work(name)) }()
 	t.Cleanup(func() { r.stop(t) })

@@ -17,7 +17,10 @@ const (
 	// ByUID spreads objects evenly, whatever their namespaces.
 	ByUID By = iota
 	// ByNamespace keeps every object of a namespace in one shard, so that a primary and
-	// the namespaced objects it owns or reads are held by the same replica.
+	// the namespaced objects it owns or reads are held by the same replica. Shards are
+	// ranges of the hash's high bits, which FNV-1a mixes the last bytes of a string into
+	// poorly: namespaces whose names differ only at the end (team-1, team-2, ...) fall
+	// into a few shards. UIDs, random, spread evenly.
 	ByNamespace
 )
 
