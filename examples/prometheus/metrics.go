@@ -30,6 +30,14 @@
 //	typedinformer_reconcile_duration_seconds{loop}                    histogram
 //	typedinformer_reconcile_errors_total{loop,terminal}               counter: terminal "true" or "false"
 //	typedinformer_reconcile_retries_total{loop}                       counter
+//	typedinformer_shard_held{group}                                   gauge: shards this replica works on
+//	typedinformer_shard_moves_total{group,direction}                  counter: direction "gained" or "lost"
+//	typedinformer_shard_handover_seconds{group}                       histogram: decision to first reconcile
+//	typedinformer_shard_objects{group,shard}                          gauge: objects cached for a shard held
+//	typedinformer_shard_keys{group,shard}                             gauge: keys of a shard waiting
+//
+// Metrics is also the shard.Metrics of a Sharder (shard.Options.Metrics); a shard's
+// gauges are dropped when the replica gives the shard up.
 package prometheus
 
 import (
@@ -41,6 +49,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/shard"
 )
 
 // Options configure the metrics. The zero value is ready to use.
@@ -72,11 +81,18 @@ type Metrics struct {
 	reconcileDuration *prom.HistogramVec
 	reconcileErrors   *prom.CounterVec
 	retries           *prom.CounterVec
+
+	shardsHeld   *prom.GaugeVec
+	shardMoves   *prom.CounterVec
+	handOver     *prom.HistogramVec
+	shardObjects *prom.GaugeVec
+	shardKeys    *prom.GaugeVec
 }
 
 var (
 	_ prom.Collector = (*Metrics)(nil)
 	_ typed.Metrics  = (*Metrics)(nil)
+	_ shard.Metrics  = (*Metrics)(nil)
 
 	_ controller.Metrics = (*ControllerMetrics)(nil)
 )
@@ -118,12 +134,19 @@ func New(opts Options) *Metrics {
 		reconcileDuration: histogram("reconcile", "duration_seconds", "Time taken by each reconcile of a loop.", "loop"),
 		reconcileErrors:   counter("reconcile", "errors_total", "Reconciles of a loop that returned an error, terminal or not.", "loop", "terminal"),
 		retries:           counter("reconcile", "retries_total", "Keys of a loop put back after an error.", "loop"),
+
+		shardsHeld:   gauge("shard", "held", "Shards this replica works on.", "group"),
+		shardMoves:   counter("shard", "moves_total", "Shards this replica started (gained) or stopped (lost) working on.", "group", "direction"),
+		handOver:     histogram("shard", "handover_seconds", "Time from this replica's decision to take a shard to its first reconcile in it.", "group"),
+		shardObjects: gauge("shard", "objects", "Objects cached for a shard this replica holds.", "group", "shard"),
+		shardKeys:    gauge("shard", "keys", "Keys of a shard this replica holds waiting to be reconciled.", "group", "shard"),
 	}
 }
 
 func (m *Metrics) collectors() []prom.Collector {
 	return []prom.Collector{m.lists, m.listItems, m.listDuration, m.watchEvents, m.resourceVersion, m.errors,
-		m.queueDepth, m.handlerDuration, m.handlerPanics, m.loopDepth, m.reconcileDuration, m.reconcileErrors, m.retries}
+		m.queueDepth, m.handlerDuration, m.handlerPanics, m.loopDepth, m.reconcileDuration, m.reconcileErrors, m.retries,
+		m.shardsHeld, m.shardMoves, m.handOver, m.shardObjects, m.shardKeys}
 }
 
 // Describe implements prometheus.Collector.
@@ -156,6 +179,36 @@ func (m *Metrics) ReconcileLatency(loop string, d time.Duration) {
 // ReconcileError implements typed.Metrics.
 func (m *Metrics) ReconcileError(loop string, terminal bool) {
 	m.reconcileErrors.WithLabelValues(loop, strconv.FormatBool(terminal)).Inc()
+}
+
+// ShardsHeld implements shard.Metrics.
+func (m *Metrics) ShardsHeld(group string, n int) { m.shardsHeld.WithLabelValues(group).Set(float64(n)) }
+
+// ShardMoved implements shard.Metrics. A shard given up loses its objects and keys
+// series, which would otherwise keep their last values.
+func (m *Metrics) ShardMoved(group string, i int, gained bool) {
+	if gained {
+		m.shardMoves.WithLabelValues(group, "gained").Inc()
+		return
+	}
+	m.shardMoves.WithLabelValues(group, "lost").Inc()
+	m.shardObjects.DeleteLabelValues(group, strconv.Itoa(i))
+	m.shardKeys.DeleteLabelValues(group, strconv.Itoa(i))
+}
+
+// HandOver implements shard.Metrics.
+func (m *Metrics) HandOver(group string, _ int, d time.Duration) {
+	m.handOver.WithLabelValues(group).Observe(d.Seconds())
+}
+
+// ShardObjects implements shard.Metrics.
+func (m *Metrics) ShardObjects(group string, i int, n int) {
+	m.shardObjects.WithLabelValues(group, strconv.Itoa(i)).Set(float64(n))
+}
+
+// ShardKeys implements shard.Metrics.
+func (m *Metrics) ShardKeys(group string, i int, n int) {
+	m.shardKeys.WithLabelValues(group, strconv.Itoa(i)).Set(float64(n))
 }
 
 // ControllerMetrics is the controller.Metrics of one controller: set it as

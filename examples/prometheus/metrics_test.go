@@ -21,6 +21,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/shard"
 )
 
 func configMap(name string) *corev1.ConfigMap {
@@ -252,5 +253,52 @@ func TestTwoControllersWithTheSameNameShareTheirSeries(t *testing.T) {
 	reg.MustRegister(m)
 	if n, err := testutil.GatherAndCount(reg, "shop_reflector_errors_total"); err != nil || n != 1 {
 		t.Errorf("GatherAndCount(shop_reflector_errors_total) = %d, %v; want 1", n, err)
+	}
+}
+
+// TestShardMetricsFollowTheShardsHeld feeds the shard.Metrics calls of a replica that
+// gains two shards and gives one up, and checks that the given-up shard's gauges are gone.
+func TestShardMetricsFollowTheShardsHeld(t *testing.T) {
+	reg := prom.NewPedanticRegistry()
+	m := New(Options{})
+	reg.MustRegister(m)
+
+	var sm shard.Metrics = m
+	for _, i := range []int{3, 7} {
+		sm.ShardMoved("pods", i, true)
+		sm.ShardObjects("pods", i, 10*i)
+		sm.ShardKeys("pods", i, i)
+		sm.HandOver("pods", i, 2*time.Second)
+	}
+	sm.ShardsHeld("pods", 2)
+	sm.ShardMoved("pods", 3, false)
+	sm.ShardsHeld("pods", 1)
+
+	for _, v := range []value{
+		{"shards held", m.shardsHeld.WithLabelValues("pods"), 1},
+		{"gained", m.shardMoves.WithLabelValues("pods", "gained"), 2},
+		{"lost", m.shardMoves.WithLabelValues("pods", "lost"), 1},
+		{"objects of shard 7", m.shardObjects.WithLabelValues("pods", "7"), 70},
+		{"keys of shard 7", m.shardKeys.WithLabelValues("pods", "7"), 7},
+	} {
+		if got := testutil.ToFloat64(v.collector); got != v.want {
+			t.Errorf("%s = %v, want %v", v.name, got, v.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.shardObjects); n != 1 {
+		t.Errorf("%d shard object series, want 1: shard 3's is dropped when it is given up", n)
+	}
+	if n := testutil.CollectAndCount(m.shardKeys); n != 1 {
+		t.Errorf("%d shard key series, want 1", n)
+	}
+	if got := sampleCount(t, reg, "typedinformer_shard_handover_seconds", prom.Labels{"group": "pods"}); got != 2 {
+		t.Errorf("hand-overs observed %d times, want 2", got)
+	}
+	lint, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range lint {
+		t.Errorf("metric lint: %s: %s", p.Metric, p.Text)
 	}
 }
