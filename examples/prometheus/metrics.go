@@ -182,7 +182,9 @@ func (m *Metrics) ReconcileError(loop string, terminal bool) {
 }
 
 // ShardsHeld implements shard.Metrics.
-func (m *Metrics) ShardsHeld(group string, n int) { m.shardsHeld.WithLabelValues(group).Set(float64(n)) }
+func (m *Metrics) ShardsHeld(group string, n int) {
+	m.shardsHeld.WithLabelValues(group).Set(float64(n))
+}
 
 // ShardMoved implements shard.Metrics. A shard given up loses its objects and keys
 // series, which would otherwise keep their last values.
