@@ -71,4 +71,3 @@ func mix(x uint64) uint64 {
 	x ^= x >> 31
 	return x
 }
-

@@ -91,6 +91,10 @@ func (l *Loop[T, L]) Get(key string) (T, bool) {
 	return zero, false
 }
 
+// NeedLeaderElection returns false: every replica runs the Loop, and they divide the
+// shards among them, so that a manager.Manager runs it on every replica, leading or not.
+func (l *Loop[T, L]) NeedLeaderElection() bool { return false }
+
 // Run divides the shards with the other replicas through the Sharder and reconciles the
 // keys of those held, until ctx ends; see Sharder.Run.
 func (l *Loop[T, L]) Run(ctx context.Context) error {

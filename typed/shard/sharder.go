@@ -119,6 +119,8 @@ type Sharder struct {
 	leading  map[int]struct{}      // shards whose work runs
 	ownLease *coordinationv1.Lease // this replica's member Lease as last written
 	renewed  time.Time             // when the member Lease was last renewed
+
+	collecting sync.WaitGroup // deletions of the Leases of replicas gone for good
 }
 
 // observed is what this replica last saw of a member Lease, and when it saw it change.
@@ -263,7 +265,9 @@ func (s *Sharder) tick(ctx context.Context, work func(context.Context, Shard)) {
 		// Cut off for RenewDeadline: the others may take this replica's shards.
 	}
 	if err == nil {
-		s.observeLocked(list.Items, now)
+		for _, l := range s.observeLocked(list.Items, now) {
+			s.collecting.Go(func() { s.collect(ctx, l) })
+		}
 	}
 	members := s.liveLocked(now)
 	if !slices.Equal(members, s.members) {
@@ -349,8 +353,9 @@ func (s *Sharder) heartbeat(ctx context.Context, now time.Time) error {
 
 // observeLocked records the member Leases listed, noting when each was last renewed as
 // seen from here: clocks of different machines are never compared, as in client-go's
-// leader election.
-func (s *Sharder) observeLocked(leases []coordinationv1.Lease, now time.Time) {
+// leader election. It returns the Leases of members gone for good: unrenewed for
+// collectAfter lease durations, as seen from here.
+func (s *Sharder) observeLocked(leases []coordinationv1.Lease, now time.Time) (gone []coordinationv1.Lease) {
 	seen := make(map[string]observed, len(leases))
 	for _, l := range leases {
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
@@ -364,8 +369,31 @@ func (s *Sharder) observeLocked(leases []coordinationv1.Lease, now time.Time) {
 			o.at = prior.at
 		}
 		seen[l.Name] = o
+		if now.Sub(o.at) > collectAfter*o.duration {
+			gone = append(gone, l)
+		}
 	}
 	s.seen = seen
+	return gone
+}
+
+// collectAfter is how many lease durations a member Lease stays unrenewed before a
+// replica deletes it: replicas named after pods get new names when they restart, and a
+// Lease left by each crash would pile up. A replica whose Lease was deleted while it was
+// cut off creates it again.
+const collectAfter = 3
+
+// collect deletes the member Lease of a replica gone for good, unless it has been renewed
+// since it was read (the precondition on its resourceVersion).
+func (s *Sharder) collect(ctx context.Context, l coordinationv1.Lease) {
+	rv := l.ResourceVersion
+	err := s.opts.Client.Leases(s.opts.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).Info("deleted the member lease of a replica gone for good", "lease", l.Name)
+	case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil:
+		klog.FromContext(ctx).Error(err, "deleting the member lease of a replica gone for good", "lease", l.Name)
+	}
 }
 
 // liveLocked returns the live members, in order: the others whose Lease was renewed
@@ -457,6 +485,7 @@ func (s *Sharder) stop(ctx context.Context) {
 	for _, c := range campaigns {
 		<-c.done
 	}
+	s.collecting.Wait()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.RenewDeadline)
 	defer cancel()
 	err := s.opts.Client.Leases(s.opts.Namespace).Delete(dctx, memberLease(s.opts.Name, s.opts.Identity), metav1.DeleteOptions{})

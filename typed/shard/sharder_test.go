@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2/ktesting"
@@ -229,4 +230,33 @@ func seq(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+func TestTheMemberLeaseOfAReplicaGoneForGoodIsDeleted(t *testing.T) {
+	server := leasefake.NewServer().CoordinationV1()
+	long := metav1.NewMicroTime(time.Now().Add(-time.Hour))
+	ghost, seconds := "ghost", int32(1)
+	if _, err := server.Leases("default").Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-member-ghost", Labels: map[string]string{shard.GroupLabel: "test"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &ghost, LeaseDurationSeconds: &seconds, RenewTime: &long},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := &holding{spans: map[int][]span{}}
+	a := startReplica(t, server, "a", 4, h)
+	settle(t, 4, a)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := server.Leases("default").Get(t.Context(), "test-member-ghost", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ghost's member Lease is still there: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got, err := server.Leases("default").Get(t.Context(), "test-member-a", metav1.GetOptions{}); err != nil || *got.Spec.HolderIdentity != "a" {
+		t.Errorf("a's own member Lease: %v, %v", got, err)
+	}
 }
