@@ -3,7 +3,9 @@ package bench
 // The benchmarks, in the order in which they run and BENCHMARKS.md reports them. Each
 // runs typedinformer first, then client-go's SharedIndexInformer (lib=client-go), then
 // client-go's TypedSharedIndexInformer[*corev1.ConfigMap] (lib=client-go-typed), on the
-// same Dataset; the helpers are in the file of each scenario.
+// same Dataset; the helpers are in the file of each scenario. The sharding benchmarks,
+// last, run typedinformer alone (client-go has no sharding) against itself with one
+// replica.
 
 import (
 	"fmt"
@@ -136,4 +138,34 @@ func BenchmarkControlPlaneSync(b *testing.B) {
 			b.Run("lib="+lib.name, func(b *testing.B) { benchControlPlaneSync(b, lib, cfg) })
 		}
 	})
+}
+
+// BenchmarkShardedReconcile measures how reconcile throughput scales with replicas of a
+// sharded loop (typed/shard) on the real control plane: 1, 2 and 4 replicas in this
+// process, each on connections of its own (internal/shardreplica), dividing 64 shards
+// of 1,000 ConfigMaps, with 4 workers per replica and a reconciler that sleeps 5 ms per
+// key. It sleeps rather than spins: the replicas share this machine's cores, where on a
+// cluster each would have its own. The API server filters each shard's watch
+// (ShardedListAndWatch), so each cache holds its shard's objects only.
+//
+// Each run waits for the shards to settle (each replica holds what Assign gives it and
+// every ConfigMap has been reconciled), then times rounds of changes to every ConfigMap
+// until each key has been reconciled with its new data; see benchShardedReconcile. It
+// is typedinformer alone: client-go has no sharding.
+func BenchmarkShardedReconcile(b *testing.B) {
+	cfg := shardControlPlane(b)
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) { benchShardedReconcile(b, cfg, n) })
+	}
+}
+
+// BenchmarkShardHandOver measures how long the shards of a replica that goes away take
+// to reach the other of two replicas, with 4 s leases: leave=crash cuts the replica off
+// (its Leases expire), leave=stop stops it (it releases them). One op is one departure;
+// see benchShardHandOver.
+func BenchmarkShardHandOver(b *testing.B) {
+	cfg := shardControlPlane(b)
+	for _, leave := range []string{"crash", "stop"} {
+		b.Run("leave="+leave, func(b *testing.B) { benchShardHandOver(b, cfg, leave) })
+	}
 }

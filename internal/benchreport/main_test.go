@@ -164,3 +164,66 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// shardingOutput is a run of the sharding benchmarks alone (lines as go test printed them).
+const shardingOutput = `goos: linux
+goarch: amd64
+pkg: github.com/typedinformer/typedinformer/internal/bench
+cpu: AMD EPYC
+BenchmarkShardedReconcile/replicas=1-2         	       1	6035182756 ns/op	      1408 busiest-ms	         0.05319 cpu-share	        10.45 deliver-ms	       710.3 keys/s	      1000 max-keys	        64.00 max-shards	         5.598 reconcile-ms	         1.000 server-filtered	         1.694 settle-s	       506.0 stream-keys/s	         0.9941 worker-busy	      1904 write-ms
+BenchmarkShardedReconcile/replicas=2-2         	       1	6758098298 ns/op	       739.7 busiest-ms	         0.05666 cpu-share	         5.945 deliver-ms	      1352 keys/s	       523.0 max-keys	        33.00 max-shards	         5.631 reconcile-ms	         1.000 server-filtered	         1.331 settle-s	       347.0 stream-keys/s	         0.9515 worker-busy	      2874 write-ms
+BenchmarkShardedReconcile/replicas=4-2         	       1	5879296977 ns/op	       401.3 busiest-ms	         0.07624 cpu-share	         4.589 deliver-ms	      2491 keys/s	       273.0 max-keys	        17.00 max-shards	         5.838 reconcile-ms	         0.000 server-filtered	         0.9521 settle-s	       360.8 stream-keys/s	         0.9089 worker-busy	      2743 write-ms
+BenchmarkShardHandOver/leave=crash-2         	       1	9094348630 ns/op	         9.069 first-max-s	         8.424 first-median-s	         9.085 handover-max-s	         8.548 handover-median-s	         4.000 lease-s	        33.00 moved-shards
+BenchmarkShardHandOver/leave=stop-2          	       1	1854583644 ns/op	         1.525 first-max-s	         1.434 first-median-s	         1.849 handover-max-s	         1.701 handover-median-s	         4.000 lease-s	        33.00 moved-shards
+PASS
+ok  	github.com/typedinformer/typedinformer/internal/bench	23.760s
+`
+
+// TestRenderSharding renders the sharding scenarios: keys/s with the ratio to one replica
+// and the 3.2× target at 4 replicas, in a summary table of its own, and the hand-over
+// times against the lease duration.
+func TestRenderSharding(t *testing.T) {
+	r, err := parse(shardingOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := render(r, machine{date: time.Unix(0, 0).UTC()}, runInfo{benchtime: "1x", count: 1, bench: "Shard"})
+	for _, want := range []string{
+		"1 of 1 targets met.",
+		"| scenario | case | target | × vs 1 replica | result |\n|---|---|---|---:|---|\n" +
+			"| Sharding | replicas=4 | ≥ 3.2× keys/s | 3.51× | ✅ pass |\n",
+		"| replicas=1 | 710 | 1.00× | 1.00× |  |  | 64, 1,000 | 5.60 ms | 99% | 5% | 506 | 1.90 s | 1.69 s |",
+		"| replicas=2 | 1,352 | 1.90× | 1.91× |  |  | 33, 523 | 5.63 ms | 95% | 6% | 347 | 2.87 s | 1.33 s |",
+		"| replicas=4 | 2,491 | 3.51× | 3.66× | ≥ 3.2× keys/s | ✅ pass | 17, 273 | 5.84 ms | 91% | 8% | 361 | 2.74 s | 952 ms |",
+		"**The API server did not apply the shard selectors** (replicas=4)",
+		"| leave=crash | 4.00 s | 33 | 8.42 s, 9.07 s | 8.55 s, 9.09 s | 2.27× |",
+		"| leave=stop | 4.00 s | 33 | 1.43 s, 1.52 s | 1.70 s, 1.85 s | 0.46× |",
+		"Not run (see `-bench`).", // the other scenarios
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("report lacks %q:\n%s", want, doc)
+		}
+	}
+	if strings.Contains(doc, "**The API server did not apply the shard selectors** (replicas=1)") {
+		t.Errorf("report says a filtered run was not:\n%s", doc)
+	}
+
+	if strings.Contains(doc, "× vs client-go |") {
+		t.Errorf("report has a summary of library targets without any:\n%s", doc)
+	}
+
+	// 2.9× at 4 replicas misses.
+	missed := strings.Replace(shardingOutput, "2491 keys/s", "2059 keys/s", 1)
+	if r, err = parse(missed); err != nil {
+		t.Fatal(err)
+	}
+	doc = render(r, machine{date: time.Unix(0, 0).UTC()}, runInfo{benchtime: "1x", count: 1, bench: "Shard"})
+	for _, want := range []string{
+		"0 of 1 targets met.",
+		"| Sharding | replicas=4 | ≥ 3.2× keys/s | 2.90× | ❌ miss |",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("report lacks %q:\n%s", want, doc)
+		}
+	}
+}
