@@ -40,9 +40,18 @@ type Loop[T event.Object, L reflect.List] struct {
 	copts   []controller.Options[T]
 	workers chan struct{}
 
+	// related add the Related sources to each shard's loop.
+	related []relatedSource[T, L]
+
 	mu     sync.Mutex
 	shards map[int]*controller.Controller[T, L]
 }
+
+// relatedSource adds a Related source to the loop of shard sh, whose primary cache is
+// primary. It returns the caches of its own to run alongside the shard's, and what to
+// call once the shard's loop has returned.
+type relatedSource[T event.Object, L reflect.List] func(ctx context.Context, sh Shard, loop *typed.Loop[T, L],
+	primary *controller.Controller[T, L]) (run []func(context.Context) error, release func())
 
 // NewLoop returns a Loop that reconciles, with r, the objects of lw in the shards s gives
 // this replica. opts and preds are those of typed.NewLoop, except that Options.Workers
@@ -142,16 +151,26 @@ func (l *Loop[T, L]) RunShard(ctx context.Context, sh Shard) {
 		return l.r.Reconcile(ctx, req)
 	}), opts, l.preds...)
 
-	// The cache outlives the loop, which reads it until its in-flight reconciles end.
-	cctx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
+	caches := []func(context.Context) error{c.Run}
+	for _, add := range l.related {
+		run, release := add(ctx, sh, loop, c)
+		caches = append(caches, run...)
+		if release != nil {
+			defer release()
+		}
+	}
+	// The caches outlive the loop, which reads them until its in-flight reconciles end.
+	cctx, stopCaches := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer stopCache()
-	wg.Go(func() {
-		if err := c.Run(cctx); err != nil {
-			l.report(ctx, err)
-		}
-	})
+	defer stopCaches()
+	for _, run := range caches {
+		wg.Go(func() {
+			if err := run(cctx); err != nil {
+				l.report(ctx, err)
+			}
+		})
+	}
 	l.mu.Lock()
 	if l.shards == nil {
 		l.shards = map[int]*controller.Controller[T, L]{}
@@ -242,5 +261,92 @@ func (m shardMetrics) ReconcileLatency(loop string, d time.Duration) {
 func (m shardMetrics) ReconcileError(loop string, terminal bool) {
 	if m.loop != nil {
 		m.loop.ReconcileError(loop, terminal)
+	}
+}
+
+// Related makes every event of lw's objects reconcile the keys keysOf maps them to, as
+// typed.Related does, in the shard that holds each key; call it before Run.
+//
+// With ByNamespace, each shard held gets a cache of lw's objects in that shard too,
+// filtered by the server as the primary's is: a namespaced object lies in its
+// namespace's shard, with the primary objects it relates to. (lw must then be of a
+// namespaced kind: a cluster-scoped object's empty namespace hashes to one shard.) With
+// ByUID, an object's UID says nothing of the shard of the keys it maps to, so one cache
+// of all of lw's objects, shared by the shards of the replica, feeds every shard's loop,
+// and a shard reconciles only the keys whose objects its own cache holds; the others
+// belong to other shards, whose loops reconcile them.
+func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l *Loop[T, L], lw controller.ListerWatcher[S, SL], keysOf func(S) []string, preds ...typed.Predicate[S]) {
+	var zero S
+	name := fmt.Sprintf("%s/related-%T", l.opts.Name, zero)
+	if l.sharder != nil && l.sharder.opts.Space.By == ByNamespace {
+		l.related = append(l.related, func(ctx context.Context, sh Shard, loop *typed.Loop[T, L], _ *controller.Controller[T, L]) ([]func(context.Context) error, func()) {
+			f, err := Filter[S, SL](lw, sh.Space, []int{sh.Index})
+			if err != nil {
+				l.report(ctx, err)
+				return nil, nil
+			}
+			c := controller.New[S, SL](f, controller.Options[S]{Name: fmt.Sprintf("%s/shard-%d", name, sh.Index)})
+			typed.Related(loop, c, keysOf, preds...)
+			return []func(context.Context) error{c.Run}, nil
+		})
+		return
+	}
+	shared := &sharedCache[S, SL]{lw: lw, name: name, report: l.report}
+	l.related = append(l.related, func(ctx context.Context, sh Shard, loop *typed.Loop[T, L], primary *controller.Controller[T, L]) ([]func(context.Context) error, func()) {
+		c := shared.acquire(ctx)
+		typed.Related(loop, c, func(obj S) []string {
+			keys := keysOf(obj)
+			held := keys[:0:0]
+			for _, k := range keys {
+				if _, ok := primary.Store().Get(k); ok {
+					held = append(held, k)
+				}
+			}
+			return held
+		}, preds...)
+		return nil, shared.release
+	})
+}
+
+// sharedCache is a cache of all of a related ListerWatcher's objects, shared by the
+// shards of a replica: started by the first shard that needs it, stopped when the last
+// one returns.
+type sharedCache[S event.Object, SL reflect.List] struct {
+	lw     controller.ListerWatcher[S, SL]
+	name   string
+	report func(context.Context, error)
+
+	mu    sync.Mutex
+	users int
+	c     *controller.Controller[S, SL]
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+func (s *sharedCache[S, SL]) acquire(ctx context.Context) *controller.Controller[S, SL] {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.users++; s.users == 1 {
+		s.c = controller.New[S, SL](s.lw, controller.Options[S]{Name: s.name})
+		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		s.stop, s.done = stop, make(chan struct{})
+		c, done := s.c, s.done
+		go func() {
+			defer close(done)
+			if err := c.Run(cctx); err != nil {
+				s.report(ctx, err)
+			}
+		}()
+	}
+	return s.c
+}
+
+func (s *sharedCache[S, SL]) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.users--; s.users == 0 {
+		s.stop()
+		<-s.done
+		s.c = nil
 	}
 }

@@ -1,0 +1,127 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/typedinformer/typedinformer/internal/leasefake"
+	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/shard"
+)
+
+// TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt checks both ways a sharded
+// loop follows a related kind: per shard, filtered like the primary (by namespace), or
+// through one cache of the replica (by UID).
+func TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt(t *testing.T) {
+	for _, by := range []shard.By{shard.ByNamespace, shard.ByUID} {
+		t.Run(by.String(), func(t *testing.T) {
+			const pairs = 24
+			var objs []runtime.Object
+			var keys []string
+			for range pairs {
+				ns := "ns-" + string(uuid.NewUUID()) // random: FNV-1a spreads similar names badly
+				objs = append(objs,
+					&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "config", UID: uuid.NewUUID()}},
+					&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "config", UID: uuid.NewUUID()}, StringData: map[string]string{"v": "1"}})
+				keys = append(keys, ns+"/config")
+			}
+			cluster := fake.NewClientset(objs...)
+			leases := leasefake.NewServer().CoordinationV1()
+
+			var mu sync.Mutex
+			reconciledBy := map[string][]string{} // key -> replicas, in order
+			loops := map[string]*shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList]{}
+			var wg sync.WaitGroup
+			_, logCtx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithCancel(logCtx)
+			defer func() { cancel(); wg.Wait() }()
+			for _, name := range []string{"a", "b"} {
+				s, err := shard.New(shard.Options{
+					Client: leases, Namespace: "default", Name: "related", Identity: name, Space: shard.Space{Shards: 8, By: by},
+					LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				loop := shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), typed.ReconcilerFunc[*corev1.ConfigMap](
+					func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+						mu.Lock()
+						reconciledBy[req.Key] = append(reconciledBy[req.Key], name)
+						mu.Unlock()
+						return typed.Result{}, nil
+					}), typed.Options{})
+				shard.Related(loop, cluster.CoreV1().Secrets(""), func(s *corev1.Secret) []string {
+					return []string{s.Namespace + "/" + s.Name}
+				})
+				loops[name] = loop
+				wg.Go(func() {
+					if err := loop.Run(ctx); err != nil {
+						t.Errorf("%s: %v", name, err)
+					}
+				})
+			}
+			holder := func(key string) string {
+				_, a := loops["a"].Get(key)
+				_, b := loops["b"].Get(key)
+				switch {
+				case a && !b:
+					return "a"
+				case b && !a:
+					return "b"
+				}
+				return ""
+			}
+			// Settled: each key cached by one replica, both replicas holding some.
+			waitFor(t, "the replicas to divide the keys", func() bool {
+				n := map[string]int{}
+				for _, k := range keys {
+					n[holder(k)]++
+				}
+				na, nb := len(loops["a"].Cached()), len(loops["b"].Cached())
+				return n[""] == 0 && na+nb == 8 && na <= 5 && nb <= 5 // Assign's cap for 8 shards and 2 replicas
+			})
+			waitFor(t, "every key reconciled", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(reconciledBy) == pairs
+			})
+			mu.Lock()
+			clear(reconciledBy)
+			mu.Unlock()
+
+			// A change of each Secret reconciles its ConfigMap's key, once, on its holder.
+			for _, o := range objs {
+				if s, ok := o.(*corev1.Secret); ok {
+					s = s.DeepCopy()
+					s.StringData = map[string]string{"v": "2"}
+					if _, err := cluster.CoreV1().Secrets(s.Namespace).Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			waitFor(t, "every key reconciled after its Secret changed", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(reconciledBy) == pairs
+			})
+			time.Sleep(200 * time.Millisecond) // room for a wrong replica's reconcile to show
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range keys {
+				if want := []string{holder(k)}; fmt.Sprint(reconciledBy[k]) != fmt.Sprint(want) {
+					t.Errorf("%s reconciled by %v after its Secret changed, want %v", k, reconciledBy[k], want)
+				}
+			}
+		})
+	}
+}
