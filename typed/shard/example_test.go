@@ -11,27 +11,23 @@ import (
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
 
-// A replica of a sharded controller: the same program runs in every replica, each with
-// its own identity (its pod name), and the replicas divide the ConfigMaps among them.
+// A replica of a sharded controller (the README's example): the same program runs in
+// every replica, each with its own identity (its pod name), and the replicas divide the
+// ConfigMaps among them. A Secret's change reconciles the ConfigMap of the same name.
 func ExampleLoop() {
-	run := func(ctx context.Context, clientset kubernetes.Interface, podName string) error {
+	run := func(ctx context.Context, clientset kubernetes.Interface, podName string, reconciler typed.Reconciler[*corev1.ConfigMap]) error {
+		secretToConfigMap := func(s *corev1.Secret) []string { return []string{s.Namespace + "/" + s.Name} }
+
 		sharder, err := shard.New(shard.Options{
-			Client:    clientset.CoordinationV1(),
-			Namespace: "my-operator", // where the Leases live
-			Name:      "configmaps",
-			Identity:  podName,
-			Space:     shard.Space{Shards: 32, By: shard.ByUID},
+			Client: clientset.CoordinationV1(), Namespace: "my-operator", Name: "configmaps",
+			Identity: podName, Space: shard.Space{Shards: 32},
 		})
 		if err != nil {
 			return err
 		}
-		reconcile := func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
-			// Only this replica reconciles req.Key now; other keys go to other replicas.
-			return typed.Result{}, nil
-		}
-		loop := shard.NewLoop(sharder, clientset.CoreV1().ConfigMaps(""),
-			typed.ReconcilerFunc[*corev1.ConfigMap](reconcile), typed.Options{Workers: 4})
-		return loop.Run(ctx) // until ctx ends; then this replica's shards go to the others
+		loop := shard.NewLoop(sharder, clientset.CoreV1().ConfigMaps(""), reconciler, typed.Options{Workers: 4})
+		shard.Related(loop, clientset.CoreV1().Secrets(""), secretToConfigMap) // optional
+		return loop.Run(ctx)                                                   // or manager.Add: it runs on every replica
 	}
 	_ = run
 }
