@@ -45,6 +45,9 @@ func Filter[T event.Object, L reflect.List](lw controller.ListerWatcher[T, L], s
 	if err := space.Validate(); err != nil {
 		return nil, err
 	}
+	if nilness.IsNil(lw) {
+		return nil, nil
+	}
 	f := &Filtered[T, L]{lw: lw, space: space, held: make([]bool, space.Shards), selector: space.Selector(shards)}
 	for _, i := range shards {
 		if i < 0 || i >= space.Shards {

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -42,6 +43,8 @@ type Loop[T event.Object, L reflect.List] struct {
 
 	// related add the Related sources to each shard's loop.
 	related []relatedSource[T, L]
+	// errs are the mistakes of Related calls, returned by Run.
+	errs []error
 
 	mu     sync.Mutex
 	shards map[int]*controller.Controller[T, L]
@@ -114,6 +117,8 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: the Loop's ListerWatcher", typed.ErrNilArgument)
 	case nilness.IsNil(l.r):
 		return fmt.Errorf("%w: the Loop's reconciler", typed.ErrNilArgument)
+	case len(l.errs) > 0:
+		return errors.Join(l.errs...)
 	}
 	return l.sharder.Run(ctx, l.RunShard)
 }
@@ -275,9 +280,19 @@ func (m shardMetrics) ReconcileError(loop string, terminal bool) {
 // of all of lw's objects, shared by the shards of the replica, feeds every shard's loop,
 // and a shard reconciles only the keys whose objects its own cache holds; the others
 // belong to other shards, whose loops reconcile them.
+//
+// A nil lw or keysOf makes Run return an error wrapping typed.ErrNilArgument.
 func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l *Loop[T, L], lw controller.ListerWatcher[S, SL], keysOf func(S) []string, preds ...typed.Predicate[S]) {
 	var zero S
 	name := fmt.Sprintf("%s/related-%T", l.opts.Name, zero)
+	switch {
+	case nilness.IsNil(lw):
+		l.errs = append(l.errs, fmt.Errorf("%w: the ListerWatcher of %s", typed.ErrNilArgument, name))
+		return
+	case keysOf == nil:
+		l.errs = append(l.errs, fmt.Errorf("%w: the mapping of %s", typed.ErrNilArgument, name))
+		return
+	}
 	if l.sharder != nil && l.sharder.opts.Space.By == ByNamespace {
 		l.related = append(l.related, func(ctx context.Context, sh Shard, loop *typed.Loop[T, L], _ *controller.Controller[T, L]) ([]func(context.Context) error, func()) {
 			f, err := Filter[S, SL](lw, sh.Space, []int{sh.Index})

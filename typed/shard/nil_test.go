@@ -1,0 +1,91 @@
+package shard_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/typedinformer/typedinformer/internal/leasefake"
+	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/shard"
+)
+
+func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
+	var typedNilLeases *coordinationclient.CoordinationV1Client
+	valid := shard.Options{Client: leasefake.NewServer().CoordinationV1(), Namespace: "default", Name: "g", Identity: "a"}
+	for _, tc := range []struct {
+		name   string
+		change func(*shard.Options)
+	}{
+		{"nil client", func(o *shard.Options) { o.Client = nil }},
+		{"typed-nil client", func(o *shard.Options) { o.Client = typedNilLeases }},
+		{"no identity", func(o *shard.Options) { o.Identity = "" }},
+		{"no name", func(o *shard.Options) { o.Name = "" }},
+		{"an identity no Lease name can hold", func(o *shard.Options) { o.Identity = "Not_A_Name" }},
+		{"shards not a power of two", func(o *shard.Options) { o.Space.Shards = 12 }},
+		{"a renew deadline past the lease duration", func(o *shard.Options) { o.RenewDeadline = o.LeaseDuration + 1 }},
+	} {
+		t.Run("New with "+tc.name, func(t *testing.T) {
+			opts := valid
+			tc.change(&opts)
+			if _, err := shard.New(opts); !errors.Is(err, shard.ErrInvalidOptions) {
+				t.Errorf("New = %v, want an error wrapping ErrInvalidOptions", err)
+			}
+		})
+	}
+
+	sharder, err := shard.New(valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := fake.NewClientset().CoreV1().ConfigMaps("")
+	ok := typed.ReconcilerFunc[*corev1.ConfigMap](func(context.Context, typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+		return typed.Result{}, nil
+	})
+	var nilReconciler typed.ReconcilerFunc[*corev1.ConfigMap]
+	toKey := func(s *corev1.Secret) []string { return []string{s.Namespace + "/" + s.Name} }
+	for _, tc := range []struct {
+		name string
+		loop func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList]
+	}{
+		{"a nil sharder", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
+			return shard.NewLoop(nil, cms, ok, typed.Options{})
+		}},
+		{"a nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
+			return shard.NewLoop[*corev1.ConfigMap, *corev1.ConfigMapList](sharder, nil, ok, typed.Options{})
+		}},
+		{"a typed-nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
+			var typedNil *shard.Filtered[*corev1.ConfigMap, *corev1.ConfigMapList]
+			return shard.NewLoop[*corev1.ConfigMap, *corev1.ConfigMapList](sharder, typedNil, ok, typed.Options{})
+		}},
+		{"a typed-nil reconciler", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
+			return shard.NewLoop(sharder, cms, nilReconciler, typed.Options{})
+		}},
+		{"a Related with a nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
+			l := shard.NewLoop(sharder, cms, ok, typed.Options{})
+			shard.Related[*corev1.Secret, *corev1.SecretList](l, nil, toKey)
+			return l
+		}},
+		{"a Related with a nil mapping", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
+			l := shard.NewLoop(sharder, cms, ok, typed.Options{})
+			shard.Related[*corev1.Secret, *corev1.SecretList](l, fake.NewClientset().CoreV1().Secrets(""), nil)
+			return l
+		}},
+	} {
+		t.Run("Run with "+tc.name, func(t *testing.T) {
+			if err := tc.loop().Run(t.Context()); !errors.Is(err, typed.ErrNilArgument) {
+				t.Errorf("Run = %v, want an error wrapping typed.ErrNilArgument", err)
+			}
+		})
+	}
+	if err := sharder.Run(t.Context(), nil); !errors.Is(err, typed.ErrNilArgument) {
+		t.Errorf("Sharder.Run with nil work = %v, want an error wrapping typed.ErrNilArgument", err)
+	}
+	if f, err := shard.Filter[*corev1.ConfigMap, *corev1.ConfigMapList](nil, shard.Space{Shards: 2}, []int{0}); f != nil || err != nil {
+		t.Errorf("Filter of a nil ListerWatcher = %v, %v; want a nil *Filtered, which a controller's Run refuses", f, err)
+	}
+}
