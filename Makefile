@@ -9,7 +9,7 @@ export TYPEDINFORMER_CONTROLPLANE_BIN := $(BIN)
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all test unit vet demo bench fuzz soak testdata controlplane clean
+.PHONY: all test unit vet demo demo-shards bench fuzz soak testdata controlplane clean
 
 all: test
 
@@ -47,6 +47,10 @@ fuzz:
 ## demo: run the example typed controller against $$KUBECONFIG, or a local control plane
 demo: $(if $(KUBECONFIG),,controlplane)
 	$(GO) run ./examples/demo
+
+## demo-shards: sharding against $$KUBECONFIG or a local control plane: 3 replicas divide 1,000 ConfigMaps, one is killed, one added; a line a second of who holds what
+demo-shards: $(if $(KUBECONFIG),,controlplane)
+	$(GO) run ./examples/shards
 
 ## bench: benchmarks side by side with client-go; writes BENCHMARKS.md
 bench: controlplane

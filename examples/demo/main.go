@@ -37,6 +37,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/examples/website"
+	"github.com/typedinformer/typedinformer/internal/controlplane"
+	"github.com/typedinformer/typedinformer/internal/democluster"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -87,24 +89,24 @@ func run() int {
 // demo runs the whole show. Its deferred calls undo, in reverse order, everything it
 // set up, whether it returns normally, with an error or because ctx was cancelled.
 func demo(ctx context.Context, s settings) (err error) {
-	cl, err := connect(ctx)
+	cl, err := democluster.Connect(ctx, controlplane.Options{})
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, cl.close()) }()
+	defer func() { err = errors.Join(err, cl.Close()) }()
 	// Clean-up must outlive a cancelled ctx.
 	cleanupCtx := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	}
-	cs, err := kubernetes.NewForConfig(cl.config)
+	cs, err := kubernetes.NewForConfig(cl.Config)
 	if err != nil {
 		return fmt.Errorf("creating the clientset: %w", err)
 	}
-	ext, err := apiextensionsclient.NewForConfig(cl.config)
+	ext, err := apiextensionsclient.NewForConfig(cl.Config)
 	if err != nil {
 		return fmt.Errorf("creating the apiextensions clientset: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(cl.config)
+	dyn, err := dynamic.NewForConfig(cl.Config)
 	if err != nil {
 		return fmt.Errorf("creating the dynamic client: %w", err)
 	}
@@ -118,7 +120,7 @@ func demo(ctx context.Context, s settings) (err error) {
 	} else {
 		fmt.Printf("CRD       %s already installed\n", website.CRD().Name)
 	}
-	if created && !cl.local {
+	if created && !cl.Local {
 		defer func() {
 			dctx, cancel := cleanupCtx()
 			defer cancel()
@@ -147,7 +149,7 @@ func demo(ctx context.Context, s settings) (err error) {
 		return fmt.Errorf("creating the namespace: %w", err)
 	}
 	fmt.Printf("namespace %s\n", ns.Name)
-	if !cl.local {
+	if !cl.Local {
 		// A local control plane is thrown away whole; on a real cluster the namespace must
 		// go. Its Websites are deleted before, while the operator runs (see the show's
 		// end): a Website's finalizer would otherwise hold the namespace forever.
@@ -165,7 +167,7 @@ func demo(ctx context.Context, s settings) (err error) {
 	sh := &show{s: s, ns: ns.Name, cs: cs, websites: typed.FromDynamicNamespaced[*website.Website](dyn.Resource(website.Resource)),
 		dyn: dyn.Resource(website.Resource).Namespace(ns.Name)}
 	defer func() { err = errors.Join(err, sh.stopAll()) }()
-	if !cl.local {
+	if !cl.Local {
 		// Runs first: after an error or an interruption, Websites may be left whose
 		// finalizer no replica will remove any more, which would hold the namespace (and
 		// the CRD) forever.

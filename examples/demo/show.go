@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/examples/website"
+	"github.com/typedinformer/typedinformer/internal/democluster"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -48,13 +49,13 @@ type stepResult struct {
 // poll is how often the demo looks at the server while it waits for a step to converge.
 const poll = 20 * time.Millisecond
 
-func (sh *show) run(ctx context.Context, cl *cluster) error {
+func (sh *show) run(ctx context.Context, cl *democluster.Cluster) error {
 	sh.want = map[string]website.WebsiteSpec{}
 	fmt.Printf("operator  examples/website: Websites own a ConfigMap (the message) and a Deployment (nginx), with a finalizer, status and Events\n")
 
 	header("start two replicas of the operator, under leader election")
 	start := time.Now()
-	a, err := startReplica(ctx, cl.config, sh.ns, "replica-a")
+	a, err := startReplica(ctx, cl.Config, sh.ns, "replica-a")
 	if err != nil {
 		return err
 	}
@@ -64,7 +65,7 @@ func (sh *show) run(ctx context.Context, cl *cluster) error {
 	}
 	fmt.Printf("  replica-a leads after %s\n", round(time.Since(start)))
 	start = time.Now()
-	b, err := startReplica(ctx, cl.config, sh.ns, "replica-b")
+	b, err := startReplica(ctx, cl.Config, sh.ns, "replica-b")
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func (sh *show) run(ctx context.Context, cl *cluster) error {
 	if w, err := sh.websites(sh.ns).Get(ctx, "shop", metav1.GetOptions{}); err == nil {
 		if ready := meta.FindStatusCondition(w.Status.Conditions, "Ready"); ready != nil {
 			note := ""
-			if cl.local && ready.Status != metav1.ConditionTrue {
+			if cl.Local && ready.Status != metav1.ConditionTrue {
 				note = " (no kube-controller-manager runs here: Deployments get no pods)"
 			}
 			fmt.Printf("  status of shop: observedGeneration %d, Ready=%s, %q%s\n", w.Status.ObservedGeneration, ready.Status, ready.Message, note)

@@ -12,13 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/typedinformer/typedinformer/examples/website"
+	"github.com/typedinformer/typedinformer/internal/democluster"
 )
 
 // summary prints the reconciles, the convergence of each step, the Events, and the check
 // of survivor's caches against the server; it returns an error if they disagree.
-func (sh *show) summary(ctx context.Context, cl *cluster, survivor *replica) error {
+func (sh *show) summary(ctx context.Context, cl *democluster.Cluster, survivor *replica) error {
 	header("summary")
-	fmt.Printf("  cluster      %s\n", cl.describe)
+	fmt.Printf("  cluster      %s\n", cl.Describe)
 	var per []string
 	for _, r := range sh.replicas {
 		per = append(per, fmt.Sprintf("%s %d (%d errors)", r.name, r.metrics.reconciles.Load(), r.metrics.errors.Load()))

@@ -1,4 +1,6 @@
-package main
+// Package democluster is where the demos run (examples/demo, examples/shards): the
+// cluster in $KUBECONFIG, or a local control plane that they start and stop themselves.
+package democluster
 
 import (
 	"context"
@@ -13,24 +15,32 @@ import (
 	"github.com/typedinformer/typedinformer/internal/controlplane"
 )
 
-// cluster is where the demo runs: the cluster in $KUBECONFIG, or a local control plane
-// that the demo started and must stop.
-type cluster struct {
-	config   *rest.Config
-	local    bool
-	describe string
+// Cluster is where a demo runs: the cluster in $KUBECONFIG, or a local control plane
+// that the demo started and must stop with Close.
+type Cluster struct {
+	// Config is the admin's (or $KUBECONFIG's) configuration.
+	Config *rest.Config
+	// Local is true for a local control plane, which is thrown away whole at the end.
+	Local bool
+	// Describe says which cluster it is, for a summary.
+	Describe string
 	close    func() error
 }
 
-// connect uses $KUBECONFIG when it is set and starts a local control plane otherwise.
-func connect(ctx context.Context) (*cluster, error) {
+// Close stops the local control plane; it does nothing for $KUBECONFIG's cluster.
+func (c *Cluster) Close() error { return c.close() }
+
+// Connect uses $KUBECONFIG when it is set and starts a local control plane with opts
+// otherwise (its progress messages go to klog at verbosity 1 unless opts.Logger is set).
+// It prints one line saying which.
+func Connect(ctx context.Context, opts controlplane.Options) (*Cluster, error) {
 	if os.Getenv("KUBECONFIG") != "" {
 		return connectKubeconfig()
 	}
-	return startLocal(ctx)
+	return startLocal(ctx, opts)
 }
 
-func connectKubeconfig() (*cluster, error) {
+func connectKubeconfig() (*Cluster, error) {
 	// The loading rules honour a $KUBECONFIG that lists several files, as kubectl does.
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{})
@@ -49,17 +59,20 @@ func connectKubeconfig() (*cluster, error) {
 	}
 	describe := fmt.Sprintf("$KUBECONFIG (context %q, %s)", current, config.Host)
 	fmt.Printf("using the cluster in %s\n", describe)
-	return &cluster{config: config, describe: describe, close: func() error { return nil }}, nil
+	return &Cluster{Config: config, Describe: describe, close: func() error { return nil }}, nil
 }
 
-func startLocal(ctx context.Context) (*cluster, error) {
+func startLocal(ctx context.Context, opts controlplane.Options) (*Cluster, error) {
 	// One line, finished when the control plane is ready, so that the wait is explained
 	// while it happens.
 	fmt.Print("$KUBECONFIG is not set: starting a local control plane (etcd, kube-apiserver) ... ")
 	started := time.Now()
 	// Progress messages go to klog at verbosity 1 (-v=1); by default the demo prints
 	// only its own lines.
-	cp, err := controlplane.Start(ctx, controlplane.Options{Logger: klog.Background().V(1)})
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = klog.Background().V(1)
+	}
+	cp, err := controlplane.Start(ctx, opts)
 	if err != nil {
 		fmt.Println("failed")
 		return nil, err
@@ -68,10 +81,10 @@ func startLocal(ctx context.Context) (*cluster, error) {
 	config := cp.AdminConfig()
 	describe := fmt.Sprintf("local control plane at %s", config.Host)
 	fmt.Printf("ready at %s in %s\n", config.Host, ready.Round(time.Millisecond))
-	return &cluster{
-		config:   config,
-		local:    true,
-		describe: fmt.Sprintf("%s (ready in %s)", describe, ready.Round(time.Millisecond)),
+	return &Cluster{
+		Config:   config,
+		Local:    true,
+		Describe: fmt.Sprintf("%s (ready in %s)", describe, ready.Round(time.Millisecond)),
 		close: func() error {
 			start := time.Now()
 			if err := cp.Stop(); err != nil {
