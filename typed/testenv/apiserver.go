@@ -24,6 +24,13 @@ const (
 	apiServerGracePeriodWithoutEtcd = time.Second
 )
 
+// defaultFeatureGates are the feature gates kube-apiserver starts with. ShardedListAndWatch
+// (alpha in v1.36, KEP-5866) makes the server apply ListOptions.ShardSelector, which
+// package typed/shard sends. kube-apiserver merges repeated --feature-gates flags gate by
+// gate, the last value of a gate winning, so Options.ExtraAPIServerArgs turn a gate off
+// with --feature-gates=ShardedListAndWatch=false and add gates without repeating this one.
+const defaultFeatureGates = "--feature-gates=ShardedListAndWatch=true"
+
 // apiServerArgs returns the command line of kube-apiserver, ending with
 // Options.ExtraAPIServerArgs.
 func (env *Environment) apiServerArgs() []string {
@@ -51,6 +58,7 @@ func (env *Environment) apiServerArgs() []string {
 		// watches would otherwise hold the shutdown for up to a minute.
 		"--shutdown-delay-duration=0s",
 		"--shutdown-watch-termination-grace-period=2s",
+		defaultFeatureGates,
 	}
 	return append(args, env.extraAPIServerArgs...)
 }

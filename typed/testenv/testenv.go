@@ -47,6 +47,15 @@ type Options struct {
 	// ExtraAPIServerArgs are appended to the kube-apiserver command line,
 	// so they can override the defaults (for flags that take one value,
 	// the last one wins).
+	//
+	// kube-apiserver starts with --feature-gates=ShardedListAndWatch=true,
+	// so that it applies the shard selectors package typed/shard sends
+	// (ListOptions.ShardSelector, alpha in Kubernetes v1.36) to lists, watches
+	// and watch-list streams, and says so in ListMeta.ShardInfo. Repeated
+	// --feature-gates flags merge gate by gate, the last value of a gate
+	// winning: --feature-gates=ShardedListAndWatch=false here turns it off (the
+	// server then ignores shard selectors, without an error, and returns every
+	// object), and --feature-gates of other gates leave it on.
 	ExtraAPIServerArgs []string
 	// CRDs are installed, as [Environment.InstallCRDs] does, before Start
 	// returns. The values are not modified.
