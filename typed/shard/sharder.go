@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,15 +111,18 @@ func (s Shard) Ready() {
 type Sharder struct {
 	opts Options
 
-	mu       sync.Mutex
-	running  bool
-	members  []string              // live members at the last assignment
-	owners   []string              // the last assignment
-	work     map[int]*campaign     // shards campaigned for or stopping
-	seen     map[string]observed   // member Leases by name
-	leading  map[int]struct{}      // shards whose work runs
-	ownLease *coordinationv1.Lease // this replica's member Lease as last written
-	renewed  time.Time             // when the member Lease was last renewed
+	mu      sync.Mutex
+	running bool
+	members []string            // live members at the last assignment
+	owners  []string            // the last assignment
+	work    map[int]*campaign   // shards campaigned for or stopping
+	seen    map[string]observed // member Leases by name
+	// shardSeen are the shards' Leases by shard, as last listed; a shard with none has
+	// no Lease yet.
+	shardSeen map[int]observedShard
+	leading   map[int]struct{}      // shards whose work runs
+	ownLease  *coordinationv1.Lease // this replica's member Lease as last written
+	renewed   time.Time             // when the member Lease was last renewed
 
 	collecting sync.WaitGroup // deletions of the Leases of replicas gone for good
 }
@@ -129,6 +133,13 @@ type observed struct {
 	renew    string
 	duration time.Duration
 	at       time.Time
+}
+
+// observedShard is a shard's Lease as this replica last listed it, and when it saw it
+// change.
+type observedShard struct {
+	lease *coordinationv1.Lease
+	at    time.Time
 }
 
 // campaign is this replica's pursuit of one shard.
@@ -234,6 +245,7 @@ func (s *Sharder) Run(ctx context.Context, work func(ctx context.Context, sh Sha
 	}
 	s.running = true
 	s.work, s.seen, s.leading = map[int]*campaign{}, map[string]observed{}, map[int]struct{}{}
+	s.shardSeen = nil
 	s.members, s.owners, s.ownLease, s.renewed = nil, nil, nil, time.Time{}
 	s.mu.Unlock()
 	logger := klog.FromContext(ctx).WithValues("sharder", s.opts.Name, "identity", s.opts.Identity)
@@ -251,13 +263,14 @@ func (s *Sharder) tick(ctx context.Context, work func(context.Context, Shard)) {
 	if err := s.heartbeat(ctx, now); err != nil && ctx.Err() == nil {
 		logger.Error(err, "renewing the member lease failed")
 	}
-	list, err := s.opts.Client.Leases(s.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + s.opts.Name})
+	// One list of the namespace's Leases gives the members' and the shards'.
+	list, err := s.opts.Client.Leases(s.opts.Namespace).List(ctx, metav1.ListOptions{})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reapLocked()
 	if err != nil {
 		if ctx.Err() == nil {
-			logger.Error(err, "listing the member leases failed; keeping the last assignment")
+			logger.Error(err, "listing the leases failed; keeping the last assignment")
 		}
 		if now.Sub(s.renewed) < s.opts.RenewDeadline {
 			return
@@ -268,6 +281,7 @@ func (s *Sharder) tick(ctx context.Context, work func(context.Context, Shard)) {
 		for _, l := range s.observeLocked(list.Items, now) {
 			s.collecting.Go(func() { s.collect(ctx, l) })
 		}
+		s.observeShardsLocked(list.Items, now)
 	}
 	members := s.liveLocked(now)
 	if !slices.Equal(members, s.members) {
@@ -358,6 +372,9 @@ func (s *Sharder) heartbeat(ctx context.Context, now time.Time) error {
 func (s *Sharder) observeLocked(leases []coordinationv1.Lease, now time.Time) (gone []coordinationv1.Lease) {
 	seen := make(map[string]observed, len(leases))
 	for _, l := range leases {
+		if l.Labels[GroupLabel] != s.opts.Name {
+			continue // a shard's Lease, or another group's
+		}
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
 			continue
 		}
@@ -396,6 +413,25 @@ func (s *Sharder) collect(ctx context.Context, l coordinationv1.Lease) {
 	}
 }
 
+// observeShardsLocked records the shards' Leases listed, and when each was seen to
+// change, as observeLocked does for the members'.
+func (s *Sharder) observeShardsLocked(leases []coordinationv1.Lease, now time.Time) {
+	seen := make(map[int]observedShard, s.opts.Space.Shards)
+	prefix := s.opts.Name + "-shard-"
+	for _, l := range leases {
+		i, err := strconv.Atoi(strings.TrimPrefix(l.Name, prefix))
+		if !strings.HasPrefix(l.Name, prefix) || err != nil || i < 0 || i >= s.opts.Space.Shards {
+			continue
+		}
+		o := observedShard{lease: l.DeepCopy(), at: now}
+		if prior, ok := s.shardSeen[i]; ok && prior.lease.ResourceVersion == l.ResourceVersion {
+			o.at = prior.at
+		}
+		seen[i] = o
+	}
+	s.shardSeen = seen
+}
+
 // liveLocked returns the live members, in order: the others whose Lease was renewed
 // within its duration, and this replica while its own renewals succeed.
 func (s *Sharder) liveLocked(now time.Time) []string {
@@ -429,13 +465,88 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 		RenewDeadline: s.opts.RenewDeadline,
 		RetryPeriod:   s.opts.RetryPeriod,
 	}
+	seen, listed := s.shardSeen[i]
+	known := s.shardSeen != nil // the Leases were listed at least once
 	go func() {
 		defer close(c.done)
 		defer cancel()
+		s.prepare(cctx, i, seen, listed && known, known)
 		if err := le.Run(cctx, func(ctx context.Context) { s.lead(ctx, i, c, work) }); err != nil {
 			klog.FromContext(ctx).Error(err, "campaigning for a shard failed", "shard", i)
 		}
 	}()
+}
+
+// prepare readies shard i's Lease for the campaign. A Lease that does not exist is
+// created free: replicas racing to create it in client-go's elector would log errors. A
+// Lease held by another replica is taken over once this replica has seen it unchanged
+// for its duration, with its resourceVersion as a precondition (see takeOver): client-go's
+// elector would start watching it only now, and wait a duration of its own, doubling the
+// hand-over after a crash, since this replica decided to take the shard only once the
+// owner's member Lease had gone unrenewed for as long. The holder, if alive, stopped
+// working on the shard a RenewDeadline after its last renewal, as a leader does.
+func (s *Sharder) prepare(ctx context.Context, i int, seen observedShard, exists, listed bool) {
+	switch {
+	case listed && !exists:
+		_, err := s.opts.Client.Leases(s.opts.Namespace).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: shardLease(s.opts.Name, i)}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "creating the shard's lease failed", "shard", i)
+		}
+	case exists:
+		s.takeOver(ctx, i, seen)
+	}
+}
+
+// takeOver takes shard i's Lease, held by another replica, once it has stayed unchanged
+// for its duration since this replica first saw it so (seen.at). It watches the Lease
+// every RetryPeriod until then, and leaves it to the elector as soon as the Lease is free
+// or ours, or changes: its holder is alive and renews it, and will hand it over.
+func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) {
+	leases := s.opts.Client.Leases(s.opts.Namespace)
+	logger := klog.FromContext(ctx).WithValues("shard", i)
+	l := seen.lease
+	for {
+		holder, seconds := "", int32(0)
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		if l.Spec.LeaseDurationSeconds != nil {
+			seconds = *l.Spec.LeaseDurationSeconds
+		}
+		if holder == "" || holder == s.opts.Identity || l.ResourceVersion != seen.lease.ResourceVersion {
+			return
+		}
+		if time.Since(seen.at) >= time.Duration(seconds)*time.Second {
+			break
+		}
+		t := time.NewTimer(s.opts.RetryPeriod)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		var err error
+		if l, err = leases.Get(ctx, shardLease(s.opts.Name, i), metav1.GetOptions{}); err != nil {
+			return // the elector reads it again
+		}
+	}
+	l = l.DeepCopy()
+	renew := metav1.NewMicroTime(time.Now())
+	duration := int32(s.opts.LeaseDuration / time.Second)
+	transitions := int32(1)
+	if l.Spec.LeaseTransitions != nil {
+		transitions = *l.Spec.LeaseTransitions + 1
+	}
+	from := *l.Spec.HolderIdentity
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &s.opts.Identity, &duration
+	l.Spec.AcquireTime, l.Spec.RenewTime, l.Spec.LeaseTransitions = &renew, &renew, &transitions
+	switch _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); {
+	case err == nil:
+		logger.Info("took over the expired lease of a shard", "from", from)
+	case !apierrors.IsConflict(err) && ctx.Err() == nil:
+		logger.Error(err, "taking over the expired lease of a shard failed; campaigning for it", "from", from)
+	}
 }
 
 // lead runs work for shard i while this replica holds its Lease.
