@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -47,12 +48,13 @@ type Replica struct {
 	Sharder *shard.Sharder
 	Loop    *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList]
 
-	cut    atomic.Bool
-	bytes  atomic.Int64
-	dialer *connrotation.Dialer
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
+	cut         atomic.Bool
+	bytes       atomic.Int64
+	objectBytes atomic.Int64
+	dialer      *connrotation.Dialer
+	cancel      context.CancelFunc
+	done        chan struct{}
+	err         error
 }
 
 // ErrCut is the error of every request of a replica that was cut off.
@@ -72,7 +74,11 @@ func Start(ctx context.Context, cfg Config, name string) (*Replica, error) {
 			}
 			resp, err := rt.RoundTrip(req)
 			if err == nil {
-				resp.Body = &counting{ReadCloser: resp.Body, r: r}
+				c := &counting{ReadCloser: resp.Body, r: r, total: &r.bytes}
+				if strings.Contains(req.URL.Path, "/configmaps") {
+					c.objects = &r.objectBytes
+				}
+				resp.Body = c
 			}
 			return resp, err
 		})
@@ -121,6 +127,10 @@ func (r *Replica) Stop() error {
 // BytesReceived returns the bytes of response bodies the replica has read.
 func (r *Replica) BytesReceived() int64 { return r.bytes.Load() }
 
+// ObjectBytesReceived returns the bytes of the ConfigMaps' lists and watches, without the
+// Leases'.
+func (r *Replica) ObjectBytesReceived() int64 { return r.objectBytes.Load() }
+
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
@@ -129,7 +139,8 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // is cut off, so that a watch already open ends too.
 type counting struct {
 	io.ReadCloser
-	r *Replica
+	r              *Replica
+	total, objects *atomic.Int64
 }
 
 func (c *counting) Read(p []byte) (int, error) {
@@ -137,6 +148,9 @@ func (c *counting) Read(p []byte) (int, error) {
 		return 0, fmt.Errorf("reading a response: %w", ErrCut)
 	}
 	n, err := c.ReadCloser.Read(p)
-	c.r.bytes.Add(int64(n))
+	c.total.Add(int64(n))
+	if c.objects != nil {
+		c.objects.Add(int64(n))
+	}
 	return n, err
 }

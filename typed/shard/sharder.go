@@ -23,7 +23,8 @@ import (
 	"github.com/typedinformer/typedinformer/typed"
 )
 
-// GroupLabel is the label of the member Leases of a Sharder: its value is Options.Name.
+// GroupLabel is the label of the Leases of a Sharder, its members' and its shards': its
+// value is Options.Name.
 const GroupLabel = "shard.typedinformer.io/group"
 
 // Options configure a Sharder.
@@ -130,9 +131,11 @@ type Sharder struct {
 // observed is what this replica last saw of a member Lease, and when it saw it change.
 type observed struct {
 	identity string
-	renew    string
+	renew    string // the Lease's resourceVersion
 	duration time.Duration
-	at       time.Time
+	// at is when the member last renewed, as seen from here; since is when this replica
+	// saw that renewal, which only its own clock says.
+	at, since time.Time
 }
 
 // observedShard is a shard's Lease as this replica last listed it, and when it saw it
@@ -263,8 +266,8 @@ func (s *Sharder) tick(ctx context.Context, work func(context.Context, Shard)) {
 	if err := s.heartbeat(ctx, now); err != nil && ctx.Err() == nil {
 		logger.Error(err, "renewing the member lease failed")
 	}
-	// One list of the namespace's Leases gives the members' and the shards'.
-	list, err := s.opts.Client.Leases(s.opts.Namespace).List(ctx, metav1.ListOptions{})
+	// One list gives the members' Leases and the shards', all labelled with the group.
+	list, err := s.opts.Client.Leases(s.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + s.opts.Name})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reapLocked()
@@ -372,21 +375,30 @@ func (s *Sharder) heartbeat(ctx context.Context, now time.Time) error {
 func (s *Sharder) observeLocked(leases []coordinationv1.Lease, now time.Time) (gone []coordinationv1.Lease) {
 	seen := make(map[string]observed, len(leases))
 	for _, l := range leases {
-		if l.Labels[GroupLabel] != s.opts.Name {
-			continue // a shard's Lease, or another group's
+		if !strings.HasPrefix(l.Name, s.opts.Name+"-member-") {
+			continue // a shard's Lease
 		}
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
 			continue
 		}
-		o := observed{identity: *l.Spec.HolderIdentity, renew: l.Spec.RenewTime.String(), at: now, duration: s.opts.LeaseDuration}
+		o := observed{identity: *l.Spec.HolderIdentity, renew: l.ResourceVersion, at: now, since: now, duration: s.opts.LeaseDuration}
 		if l.Spec.LeaseDurationSeconds != nil {
 			o.duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 		}
-		if prior, ok := s.seen[l.Name]; ok && prior.renew == o.renew {
-			o.at = prior.at
+		switch prior, ok := s.seen[l.Name]; {
+		case ok && prior.renew == o.renew:
+			o.at, o.since = prior.at, prior.since
+		case !ok && l.Spec.RenewTime.Time.Before(now):
+			// Seen for the first time, by a replica that just started: the member's own
+			// clock says when it last renewed. Trusting it for liveness only spares a
+			// newcomer a lease duration of counting a dead member as live, and so of
+			// leaving unworked the shards it would assign to it; a clock behind ours at
+			// worst counts a live member dead for a while, which moves no shard from it,
+			// as shards' Leases are only ever taken over on this replica's own clock.
+			o.at = l.Spec.RenewTime.Time
 		}
 		seen[l.Name] = o
-		if now.Sub(o.at) > collectAfter*o.duration {
+		if now.Sub(o.since) > collectAfter*o.duration {
 			gone = append(gone, l)
 		}
 	}
@@ -478,7 +490,8 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 }
 
 // prepare readies shard i's Lease for the campaign. A Lease that does not exist is
-// created free: replicas racing to create it in client-go's elector would log errors. A
+// created free, with the group's label: replicas racing to create it in client-go's
+// elector would log errors, and the Sharder lists its Leases by that label. A
 // Lease held by another replica is taken over once this replica has seen it unchanged
 // for its duration, with its resourceVersion as a precondition (see takeOver): client-go's
 // elector would start watching it only now, and wait a duration of its own, doubling the
@@ -488,7 +501,9 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 func (s *Sharder) prepare(ctx context.Context, i int, seen observedShard, exists, listed bool) {
 	switch {
 	case listed && !exists:
-		_, err := s.opts.Client.Leases(s.opts.Namespace).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: shardLease(s.opts.Name, i)}}, metav1.CreateOptions{})
+		_, err := s.opts.Client.Leases(s.opts.Namespace).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Name: shardLease(s.opts.Name, i), Labels: map[string]string{GroupLabel: s.opts.Name},
+		}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) && ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "creating the shard's lease failed", "shard", i)
 		}
