@@ -67,11 +67,6 @@ const (
 	stepTimeout = 30 * time.Second
 )
 
-// featureGates turn on the API server's shard selectors in the local control plane.
-// kube-apiserver merges repeated --feature-gates flags, so this stays right once
-// typed/testenv turns the gate on by default, and can go then.
-var featureGates = []string{"--feature-gates=ShardedListAndWatch=true"}
-
 var space = shard.Space{Shards: shards, By: shard.ByUID}
 
 type settings struct {
@@ -116,7 +111,7 @@ func run() int {
 
 // demo runs the whole show; its deferred calls undo what it set up, in reverse order.
 func demo(ctx context.Context, s settings) (err error) {
-	cl, err := democluster.Connect(ctx, controlplane.Options{ExtraAPIServerArgs: featureGates})
+	cl, err := democluster.Connect(ctx, controlplane.Options{})
 	if err != nil {
 		return err
 	}

@@ -59,11 +59,6 @@ var shared struct {
 	syncErr  error
 }
 
-// controlPlaneArgs are the kube-apiserver flags of the shared control plane beyond
-// testenv's: the server-side shard filter (KEP-5866, alpha in v1.36) that the sharding
-// benchmarks' caches rely on, so that each shard's cache receives its own objects only.
-var controlPlaneArgs = []string{"--feature-gates=ShardedListAndWatch=true"}
-
 // startControlPlane returns the admin configuration of the shared control plane, with
 // the client rate limit raised (QPS 1000, burst 2000), starting it on first use. It
 // skips b if the binaries are missing.
@@ -77,7 +72,7 @@ func startControlPlane(b *testing.B) *rest.Config {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
-		shared.cp, shared.err = controlplane.Start(ctx, controlplane.Options{ExtraAPIServerArgs: controlPlaneArgs})
+		shared.cp, shared.err = controlplane.Start(ctx, controlplane.Options{})
 		if shared.err != nil {
 			return
 		}
