@@ -45,7 +45,7 @@ func (sh *show) summary(cl *democluster.Cluster) error {
 		at(sh.kill.at), shards, sh.kill.settled.Sub(sh.kill.at).Round(10*time.Millisecond), leaseDuration)
 	fmt.Printf("              %d shards moved; hand-over %s\n", killMoves, handOverStats(killHandOvers))
 	fmt.Println("              (the survivors decide once replica-2's member Lease has gone unrenewed for a lease duration,")
-	fmt.Println("              then take each shard once its Lease has too, as seen from their own clocks: about two in all)")
+	fmt.Println("              as seen from their own clocks, and take over its shards' Leases, unrenewed as long, at once)")
 	fmt.Printf("  join        replica-4 added at %s; the shards settled %s later\n",
 		at(sh.join.at), sh.join.settled.Sub(sh.join.at).Round(10*time.Millisecond))
 	fmt.Printf("              %d shards moved; hand-over %s\n", joinMoves, handOverStats(joinHandOvers))
