@@ -19,3 +19,7 @@ func InboxLen[T event.Object](b *Backlog[T]) int {
 
 // MaxInbox is maxInbox, for tests.
 const MaxInbox = maxInbox
+
+// ShrinkPeak is shrinkPeak, for tests: a FIFO drops popped keys from its map past
+// 4 times the pending keys plus ShrinkPeak.
+const ShrinkPeak = shrinkPeak

@@ -10,8 +10,18 @@ import "github.com/typedinformer/typedinformer/event"
 // pending, which is how owners tell when everything of an initial list has been handed
 // on (see Marked).
 type FIFO[T event.Object] struct {
-	entries     map[string]*entry[T]
-	head, tail  *entry[T]
+	// entries holds the pending keys' entries and the popped ones (see popped).
+	entries    map[string]*entry[T]
+	head, tail *entry[T]
+	pending    int // keys in line
+	// popped lists, through prev and next, the entries popped since the FIFO was last
+	// empty, which stay in entries: deleting each key from a large map as it is popped
+	// costs a cache miss per key, while dropping them all at once when the FIFO empties
+	// (see emptied) is a sequential sweep, and a key pushed again meanwhile takes its
+	// entry back with no map write. npopped is kept below 4 times the pending keys plus
+	// shrinkPeak, so the map stays proportional to the keys pending (see compact).
+	popped      *entry[T]
+	npopped     int
 	compression Compression
 	known       func(key string, first event.Event[T]) bool
 	marked      int
@@ -23,8 +33,8 @@ type FIFO[T event.Object] struct {
 	// 100,000 objects) are cache misses ever after; but a map dropped whenever it empties
 	// is grown again, allocating, by a consumer that regularly falls that far behind. So an
 	// emptied FIFO starts a new map only when the map grew past shrinkPeak keys (grown, the
-	// most keys pending since the map was made) and the keys pending since it was last
-	// empty (peak) used less than a quarter of that: the burst is over.
+	// most keys in it since it was made) and the keys in it since it was last empty (peak)
+	// used less than a quarter of that: the burst is over.
 	grown, peak int
 }
 
@@ -32,6 +42,7 @@ type entry[T event.Object] struct {
 	key        string
 	q          EventQueue[T]
 	marked     bool
+	out        bool // popped: in entries and in the popped list, not in line
 	prev, next *entry[T]
 	// first holds q's events while there is one, as there is for most keys, so that a
 	// newly pending key costs one allocation, not two.
@@ -41,6 +52,11 @@ type entry[T event.Object] struct {
 const (
 	// shrinkPeak is the size past which a map that a burst grew is worth replacing.
 	shrinkPeak = 1024
+	// clearPeak is the most popped keys an emptied FIFO deletes from its map one by one;
+	// past it, clearing the map is cheaper.
+	clearPeak = 256
+	// growMin is the smallest burst for which Grow makes a map of the burst's size.
+	growMin = 1024
 	// maxFree is the most recycled entries a FIFO keeps: enough that a consumer running
 	// somewhat behind allocates nothing, few enough that a burst as large as an initial
 	// list does not stay pinned.
@@ -64,7 +80,7 @@ func KnownFromFirstEvent[T event.Object](_ string, first event.Event[T]) bool {
 // Grow makes room for n more pending keys, so that a burst such as a relist does not
 // rehash the map as it grows.
 func (f *FIFO[T]) Grow(n int) {
-	if len(f.entries) == 0 && n > shrinkPeak {
+	if len(f.entries) == 0 && n > growMin {
 		f.entries = make(map[string]*entry[T], n)
 	}
 }
@@ -77,17 +93,29 @@ func (f *FIFO[T]) Push(key string, e event.Event[T], mark bool) {
 	// lookup answers the queue's question whether the consumer knew the key; it does not
 	// escape, so it costs no allocation.
 	lookup := func() bool { return f.known(en.key, en.q.events[0]) }
-	if !ok {
-		en = f.alloc()
-		en.key = key
+	if !ok || en.out {
+		if ok {
+			f.unlinkPopped(en) // pushed again since it was popped: it takes its entry back
+		} else {
+			en = f.alloc()
+			en.key = key
+		}
 		en.q.events = append(en.q.events, e)
 		if (e.Type == event.Deleted || e.Sync && e.Type == event.Modified) && !en.q.knownBefore(lookup) {
-			f.release(en) // nothing to delete, or a resync of an object no longer known
+			// Nothing to delete, or a resync of an object no longer known.
+			if ok {
+				f.linkPopped(en)
+			} else {
+				f.release(en)
+			}
 			return
 		}
-		f.entries[key] = en
-		f.peak = max(f.peak, len(f.entries))
-		f.grown = max(f.grown, f.peak)
+		if !ok {
+			f.entries[key] = en
+			f.peak = max(f.peak, len(f.entries))
+			f.grown = max(f.grown, f.peak)
+		}
+		f.pending++
 		en.prev = f.tail
 		if f.tail != nil {
 			f.tail.next = en
@@ -118,14 +146,20 @@ func (f *FIFO[T]) Pop(buf []event.Event[T]) (key string, events []event.Event[T]
 		return "", buf, false, false
 	}
 	key, events, marked = en.key, append(buf, en.q.events...), en.marked
-	f.remove(en)
+	f.unlink(en)
+	f.linkPopped(en)
+	if f.pending == 0 {
+		f.emptied()
+	} else if f.npopped > 4*f.pending+shrinkPeak {
+		f.compact()
+	}
 	return key, events, marked, true
 }
 
 // Pending returns key's queue, or nil if nothing is pending for key. The queue must not be
 // changed and is valid until the next Push or Pop.
 func (f *FIFO[T]) Pending(key string) *EventQueue[T] {
-	if en, ok := f.entries[key]; ok {
+	if en, ok := f.entries[key]; ok && !en.out {
 		return &en.q
 	}
 	return nil
@@ -143,7 +177,7 @@ func (f *FIFO[T]) Range(fn func(key string, q *EventQueue[T]) bool) {
 
 // Keys returns the pending keys in line order.
 func (f *FIFO[T]) Keys() []string {
-	keys := make([]string, 0, len(f.entries))
+	keys := make([]string, 0, f.pending)
 	for en := f.head; en != nil; en = en.next {
 		keys = append(keys, en.key)
 	}
@@ -157,12 +191,23 @@ func (f *FIFO[T]) Clear() {
 }
 
 // Len returns the number of pending keys.
-func (f *FIFO[T]) Len() int { return len(f.entries) }
+func (f *FIFO[T]) Len() int { return f.pending }
 
 // Marked returns the number of marked keys still pending.
 func (f *FIFO[T]) Marked() int { return f.marked }
 
+// remove drops a pending key whose events cancelled out.
 func (f *FIFO[T]) remove(en *entry[T]) {
+	f.unlink(en)
+	delete(f.entries, en.key)
+	f.release(en)
+	if f.pending == 0 {
+		f.emptied()
+	}
+}
+
+// unlink takes en out of line.
+func (f *FIFO[T]) unlink(en *entry[T]) {
 	if en.prev != nil {
 		en.prev.next = en.next
 	} else {
@@ -173,17 +218,76 @@ func (f *FIFO[T]) remove(en *entry[T]) {
 	} else {
 		f.tail = en.prev
 	}
-	delete(f.entries, en.key)
+	en.prev, en.next = nil, nil
+	f.pending--
 	if en.marked {
 		f.marked--
 	}
-	f.release(en)
-	if len(f.entries) == 0 {
-		if f.grown > shrinkPeak && f.peak < f.grown/4 {
-			f.entries = make(map[string]*entry[T])
-			f.grown = 0
+}
+
+// linkPopped empties en's queue and adds it to the popped list; it stays in entries.
+func (f *FIFO[T]) linkPopped(en *entry[T]) {
+	clear(en.q.events)
+	*en = entry[T]{key: en.key, q: EventQueue[T]{events: en.q.events[:0]}, out: true, next: f.popped}
+	if f.popped != nil {
+		f.popped.prev = en
+	}
+	f.popped = en
+	f.npopped++
+}
+
+// unlinkPopped takes en, with its empty queue, out of the popped list.
+func (f *FIFO[T]) unlinkPopped(en *entry[T]) {
+	if en.prev != nil {
+		en.prev.next = en.next
+	} else {
+		f.popped = en.next
+	}
+	if en.next != nil {
+		en.next.prev = en.prev
+	}
+	en.prev, en.next, en.out = nil, nil, false
+	f.npopped--
+}
+
+// emptied drops the popped entries once nothing is pending, and the map itself when a
+// burst that is over grew it.
+func (f *FIFO[T]) emptied() {
+	switch {
+	case f.grown > shrinkPeak && f.peak < f.grown/4:
+		f.entries = make(map[string]*entry[T])
+		f.grown = 0
+	case f.npopped <= clearPeak:
+		for en := f.popped; en != nil; en = en.next {
+			delete(f.entries, en.key)
 		}
-		f.peak = 0
+	default:
+		clear(f.entries)
+	}
+	f.peak = 0
+	f.releasePopped()
+}
+
+// compact makes a new map of the pending keys alone, when the popped ones far outnumber
+// them: it costs one insertion per pending key, fewer than the popped keys it drops.
+func (f *FIFO[T]) compact() {
+	m := make(map[string]*entry[T], f.pending)
+	for en := f.head; en != nil; en = en.next {
+		m[en.key] = en
+	}
+	f.entries = m
+	f.peak, f.grown = f.pending, f.pending
+	f.releasePopped()
+}
+
+// releasePopped recycles the popped entries, which are no longer in entries.
+func (f *FIFO[T]) releasePopped() {
+	en := f.popped
+	f.popped, f.npopped = nil, 0
+	for en != nil && f.nfree < maxFree {
+		next := en.next
+		f.release(en)
+		en = next
 	}
 }
 
