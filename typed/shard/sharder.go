@@ -126,6 +126,7 @@ type Sharder struct {
 	renewed   time.Time             // when the member Lease was last renewed
 
 	collecting sync.WaitGroup // deletions of the Leases of replicas gone for good
+	logged     []int          // the shards held, as last logged
 }
 
 // observed is what this replica last saw of a member Lease, and when it saw it change.
@@ -213,6 +214,10 @@ func (s *Sharder) Identity() string { return s.opts.Identity }
 func (s *Sharder) Held() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.heldLocked()
+}
+
+func (s *Sharder) heldLocked() []int {
 	held := make([]int, 0, len(s.leading))
 	for i := range s.leading {
 		held = append(held, i)
@@ -249,7 +254,7 @@ func (s *Sharder) Run(ctx context.Context, work func(ctx context.Context, sh Sha
 	s.running = true
 	s.work, s.seen, s.leading = map[int]*campaign{}, map[string]observed{}, map[int]struct{}{}
 	s.shardSeen = nil
-	s.members, s.owners, s.ownLease, s.renewed = nil, nil, nil, time.Time{}
+	s.members, s.owners, s.ownLease, s.renewed, s.logged = nil, nil, nil, time.Time{}, nil
 	s.mu.Unlock()
 	logger := klog.FromContext(ctx).WithValues("sharder", s.opts.Name, "identity", s.opts.Identity)
 	ctx = klog.NewContext(ctx, logger)
@@ -292,6 +297,10 @@ func (s *Sharder) tick(ctx context.Context, work func(context.Context, Shard)) {
 	}
 	s.members = members
 	s.owners = Assign(s.opts.Space.Shards, members)
+	if held := s.heldLocked(); !slices.Equal(held, s.logged) {
+		logger.Info("shards held", "shards", held, "count", len(held), "of", s.opts.Space.Shards)
+		s.logged = held
+	}
 	for i := range s.opts.Space.Shards {
 		mine := s.owners != nil && s.owners[i] == s.opts.Identity
 		c := s.work[i]
@@ -479,12 +488,17 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 	}
 	seen, listed := s.shardSeen[i]
 	known := s.shardSeen != nil // the Leases were listed at least once
+	logger := klog.FromContext(ctx).WithValues("shard", i)
+	// Each shard's election logs its routine steps (acquired, renewed, released) at
+	// verbosity 2: with 32 shards at verbosity 0 they would bury everything else. The
+	// Sharder logs the shards held as they change instead; errors stay errors.
+	ectx := klog.NewContext(cctx, logger.V(2))
 	go func() {
 		defer close(c.done)
 		defer cancel()
-		s.prepare(cctx, i, seen, listed && known, known)
-		if err := le.Run(cctx, func(ctx context.Context) { s.lead(ctx, i, c, work) }); err != nil {
-			klog.FromContext(ctx).Error(err, "campaigning for a shard failed", "shard", i)
+		s.prepare(ectx, i, seen, listed && known, known)
+		if err := le.Run(ectx, func(ctx context.Context) { s.lead(klog.NewContext(ctx, logger), i, c, work) }); err != nil {
+			logger.Error(err, "campaigning for a shard failed")
 		}
 	}()
 }
@@ -505,7 +519,7 @@ func (s *Sharder) prepare(ctx context.Context, i int, seen observedShard, exists
 			Name: shardLease(s.opts.Name, i), Labels: map[string]string{GroupLabel: s.opts.Name},
 		}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) && ctx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "creating the shard's lease failed", "shard", i)
+			klog.FromContext(ctx).Error(err, "creating the shard's lease failed")
 		}
 	case exists:
 		s.takeOver(ctx, i, seen)
@@ -518,7 +532,7 @@ func (s *Sharder) prepare(ctx context.Context, i int, seen observedShard, exists
 // or ours, or changes: its holder is alive and renews it, and will hand it over.
 func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) {
 	leases := s.opts.Client.Leases(s.opts.Namespace)
-	logger := klog.FromContext(ctx).WithValues("shard", i)
+	logger := klog.FromContext(ctx)
 	l := seen.lease
 	for {
 		holder, seconds := "", int32(0)
@@ -566,7 +580,7 @@ func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) {
 
 // lead runs work for shard i while this replica holds its Lease.
 func (s *Sharder) lead(ctx context.Context, i int, c *campaign, work func(context.Context, Shard)) {
-	logger := klog.FromContext(ctx).WithValues("shard", i)
+	logger := klog.FromContext(ctx)
 	var once sync.Once
 	sh := Shard{Index: i, Space: s.opts.Space, ready: func() {
 		once.Do(func() {
