@@ -41,6 +41,7 @@ unit:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEventQueueCollection$$' -fuzztime $(FUZZTIME) ./eventcache/
 	$(GO) test -run '^$$' -fuzz '^FuzzObjectKey$$' -fuzztime $(FUZZTIME) ./event/
+	$(GO) test -run '^$$' -fuzz '^FuzzNotNewerAgreesWithParsing$$' -fuzztime $(FUZZTIME) ./event/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompression$$' -fuzztime $(FUZZTIME) ./queue/
 	$(GO) test -run '^$$' -fuzz '^FuzzReflectorWatchEvents$$' -fuzztime $(FUZZTIME) ./reflect/
 

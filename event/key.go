@@ -50,7 +50,33 @@ func SplitKey(key string) (namespace, name string) {
 // when both are decimal integers (as etcd-backed servers produce); otherwise next counts
 // as newer. The pipeline uses it to never replace a state with an older one.
 func NotNewer[T Object](prior, next T) bool {
-	p, err1 := strconv.ParseUint(prior.GetResourceVersion(), 10, 64)
-	n, err2 := strconv.ParseUint(next.GetResourceVersion(), 10, 64)
+	return notNewer(prior.GetResourceVersion(), next.GetResourceVersion())
+}
+
+// notNewer compares two resource versions as NotNewer says. It runs for every event, so
+// the usual case, two canonical decimals (no sign, no leading zero, under 20 digits,
+// hence below 2^64), compares the strings by length and then bytes, without parsing.
+func notNewer(prior, next string) bool {
+	if canonical(prior) && canonical(next) {
+		if len(next) != len(prior) {
+			return len(next) < len(prior)
+		}
+		return next <= prior
+	}
+	p, err1 := strconv.ParseUint(prior, 10, 64)
+	n, err2 := strconv.ParseUint(next, 10, 64)
 	return err1 == nil && err2 == nil && n <= p
+}
+
+// canonical reports whether s is a decimal of 1 to 19 digits without a leading zero.
+func canonical(s string) bool {
+	if len(s) == 0 || len(s) > 19 || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
