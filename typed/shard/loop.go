@@ -29,6 +29,10 @@ import (
 // deleted: no event reports them, and no deletion is reconciled for them. An object
 // never leaves a shard by itself, as its UID and namespace never change.
 //
+// The caches of a Loop are its own, not a manager's shared caches (DESIGN 16): a shard's
+// selector makes each a scope no unsharded cache has. Two Loops of one kind on one
+// Sharder would cache it twice; follow other kinds with Related instead.
+//
 // Options.Workers bounds the reconciles running at once on this replica, across all its
 // shards. A live change waits for the reconciles running and for those already waiting
 // for a worker, at most one per worker of each shard held.
