@@ -2,7 +2,7 @@ package shard_test
 
 import (
 	"context"
-		"sync"
+	"sync"
 	"testing"
 	"time"
 
