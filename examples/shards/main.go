@@ -331,7 +331,7 @@ func (sh *show) run(ctx context.Context) error {
 	if err := sh.settle(ctx, "replica-1", "replica-2", "replica-3"); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, stepTimeout, func() bool { return sh.rec.reconciledAll(sh.keys) }); err != nil {
+	if err := waitFor(ctx, stepTimeout, func() bool { return sh.rec.log.ReconciledAtLeast(sh.keys, -1) }); err != nil {
 		return fmt.Errorf("waiting for every key to be reconciled: %w", err)
 	}
 	sh.table.event("every key reconciled")
@@ -445,7 +445,7 @@ func (sh *show) startChurn(ctx context.Context) {
 				}
 				return
 			}
-			sh.rec.changed(change{key: sh.keys[i], version: versions[i], at: at})
+			sh.rec.log.Changed(shardreplica.Change{Key: sh.keys[i], Version: versions[i], At: at})
 		}
 	}()
 }

@@ -58,18 +58,17 @@ func (sh *show) summary(cl *democluster.Cluster) error {
 
 	var errs []error
 	missed, slowest := sh.rec.unreconciled()
-	sh.rec.mu.Lock()
-	changes, reconciles := len(sh.rec.changes), len(sh.rec.reconciles)
-	sh.rec.mu.Unlock()
+	seen, _ := sh.rec.log.Seen()
+	changes, reconciles := len(seen)+len(missed), len(sh.rec.log.Reconciles())
 	if len(missed) == 0 {
 		fmt.Printf("  changes     %d written during the run, every one reconciled, the slowest %s after it was written\n",
 			changes, slowest.Round(10*time.Millisecond))
 	} else {
 		fmt.Printf("  changes     %d written during the run, %d never reconciled, first: %s version %d\n",
-			changes, len(missed), missed[0].key, missed[0].version)
+			changes, len(missed), missed[0].Key, missed[0].Version)
 		errs = append(errs, fmt.Errorf("%d changes were never reconciled", len(missed)))
 	}
-	if o := sh.rec.overlaps(); len(o) == 0 {
+	if o := sh.rec.log.Overlaps(); len(o) == 0 {
 		fmt.Printf("  exclusive   no key was reconciled by two replicas at once (%d reconciles checked)\n", reconciles)
 	} else {
 		fmt.Printf("  exclusive   %d reconciles overlapped with another replica's of the same key, first: %s\n", len(o), o[0])

@@ -25,95 +25,6 @@ import (
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
 
-// shardLog records every reconcile of the replicas: who, which key, which version of the
-// object (its data "v"), when it started and ended.
-type shardLog struct {
-	mu      sync.Mutex
-	records []shardRecord
-}
-
-type shardRecord struct {
-	replica, key string
-	version      int
-	start, end   time.Time
-}
-
-func (l *shardLog) reconcile(_ context.Context, replica string, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
-	r := shardRecord{replica: replica, key: req.Key, version: -1, start: time.Now()}
-	if req.Object != nil {
-		r.version, _ = strconv.Atoi(req.Object.Data["v"])
-	}
-	time.Sleep(2 * time.Millisecond) // a reconcile takes time: overlaps have room to show
-	r.end = time.Now()
-	l.mu.Lock()
-	l.records = append(l.records, r)
-	l.mu.Unlock()
-	return typed.Result{}, nil
-}
-
-// reconciledAtLeast reports whether every key has been reconciled at version v or later.
-func (l *shardLog) reconciledAtLeast(keys []string, v int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seen := map[string]bool{}
-	for _, r := range l.records {
-		if r.version >= v {
-			seen[r.key] = true
-		}
-	}
-	for _, k := range keys {
-		if !seen[k] {
-			return false
-		}
-	}
-	return true
-}
-
-// overlaps returns the keys two replicas reconciled at once.
-func (l *shardLog) overlaps() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	byKey := map[string][]shardRecord{}
-	for _, r := range l.records {
-		byKey[r.key] = append(byKey[r.key], r)
-	}
-	var out []string
-	for key, rs := range byKey {
-		for i, a := range rs {
-			for _, b := range rs[i+1:] {
-				if a.replica != b.replica && a.start.Before(b.end) && b.start.Before(a.end) {
-					out = append(out, fmt.Sprintf("%s by %s [%v, %v] and %s [%v, %v]", key,
-						a.replica, a.start.Format(time.StampMicro), a.end.Format(time.StampMicro),
-						b.replica, b.start.Format(time.StampMicro), b.end.Format(time.StampMicro)))
-				}
-			}
-		}
-	}
-	return out
-}
-
-// firstAtLeast returns the first reconcile of key, ending after t, that saw version v or
-// a later one.
-func (l *shardLog) firstAtLeast(key string, v int, t time.Time) (shardRecord, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var first shardRecord
-	found := false
-	for _, r := range l.records {
-		if r.key == key && r.version >= v && r.end.After(t) && (!found || r.end.Before(first.end)) {
-			first, found = r, true
-		}
-	}
-	return first, found
-}
-
-// write is one write of the churn: key got version at time.
-type write struct {
-	key     string
-	version int
-	at      time.Time
-}
-
 func TestShardedReplicasReconcileEachKeyOnceAtATimeThroughACrashAndAJoin(t *testing.T) {
 	const (
 		namespace = "shards"
@@ -136,13 +47,14 @@ func TestShardedReplicasReconcileEachKeyOnceAtATimeThroughACrashAndAJoin(t *test
 		return err
 	})
 
-	log := &shardLog{}
+	log := &shardreplica.Log{}
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0)))
 	ctx := klog.NewContext(t.Context(), logger)
 	cfg := shardreplica.Config{
 		Rest: fast, Namespace: namespace, Group: "e2e", Space: space,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-		Workers: 4, Reconcile: log.reconcile,
+		// A reconcile takes time: overlaps have room to show.
+		Workers: 4, Reconcile: log.Reconcile(2 * time.Millisecond),
 	}
 	replicas := map[string]*shardreplica.Replica{}
 	startReplica := func(name string, cfg shardreplica.Config) *shardreplica.Replica {
@@ -166,7 +78,7 @@ func TestShardedReplicasReconcileEachKeyOnceAtATimeThroughACrashAndAJoin(t *test
 	observer := startReplica("observer", all)
 
 	settleShards(t, space, replicas, "a", "b", "c")
-	waitFor(t, "every key reconciled", func() bool { return log.reconciledAtLeast(keys, 0) })
+	waitFor(t, "every key reconciled", func() bool { return log.ReconciledAtLeast(keys, 0) })
 
 	// (d) Each replica caches exactly the objects of its shards: per shard, as many as the
 	// hash puts there.
@@ -203,9 +115,9 @@ func TestShardedReplicasReconcileEachKeyOnceAtATimeThroughACrashAndAJoin(t *test
 		before[name] = r.ObjectBytesReceived()
 	}
 	writeAll(t, writer, namespace, versions, 1)
-	waitFor(t, "every key reconciled at version 1", func() bool { return log.reconciledAtLeast(keys, 1) })
+	waitFor(t, "every key reconciled at version 1", func() bool { return log.ReconciledAtLeast(keys, 1) })
 	time.Sleep(4 * retryPeriod) // the observer's watch may trail the replicas'
-	seen := observer.ObjectBytesReceived() - before["observer"]
+	unsharded := observer.ObjectBytesReceived() - before["observer"]
 	for _, name := range []string{"a", "b", "c"} {
 		got := replicas[name].ObjectBytesReceived() - before[name]
 		cached := 0
@@ -214,9 +126,9 @@ func TestShardedReplicasReconcileEachKeyOnceAtATimeThroughACrashAndAJoin(t *test
 		}
 		share := float64(cached) / objects
 		t.Logf("updating every object: replica %s, caching %.2f of the objects, received %d bytes, an unsharded watch %d (%.2f)",
-			name, share, got, seen, float64(got)/float64(seen))
-		if float64(got) > (share+0.1)*float64(seen) {
-			t.Errorf("replica %s, caching %.2f of the objects, received %d bytes while an unsharded watch received %d: the server did not filter", name, share, got, seen)
+			name, share, got, unsharded, float64(got)/float64(unsharded))
+		if float64(got) > (share+0.1)*float64(unsharded) {
+			t.Errorf("replica %s, caching %.2f of the objects, received %d bytes while an unsharded watch received %d: the server did not filter", name, share, got, unsharded)
 		}
 	}
 	if err := observer.Stop(); err != nil {
@@ -224,10 +136,7 @@ func TestShardedReplicasReconcileEachKeyOnceAtATimeThroughACrashAndAJoin(t *test
 	}
 
 	// Changes go on through a crash and a join.
-	var (
-		churnMu sync.Mutex
-		changes []write
-	)
+	var churnMu sync.Mutex
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	churned := make(chan struct{})
 	go func() {
@@ -253,9 +162,7 @@ func TestShardedReplicasReconcileEachKeyOnceAtATimeThroughACrashAndAJoin(t *test
 				}
 				return
 			}
-			churnMu.Lock()
-			changes = append(changes, write{key: keys[i], version: v, at: at})
-			churnMu.Unlock()
+			log.Changed(shardreplica.Change{Key: keys[i], Version: v, At: at})
 		}
 	}()
 
@@ -273,30 +180,27 @@ func TestShardedReplicasReconcileEachKeyOnceAtATimeThroughACrashAndAJoin(t *test
 	// (b) Every change is reconciled, by a live replica once the crashed one has given
 	// up, within a lease duration and 10 seconds.
 	bound := leaseDuration + 10*time.Second
-	waitFor(t, "every change reconciled", func() bool {
-		for _, c := range changes {
-			if _, ok := log.firstAtLeast(c.key, c.version, c.at); !ok {
-				return false
-			}
-		}
-		return true
+	var seen map[shardreplica.Change]shardreplica.Reconcile
+	waitUntil(t, "every change reconciled", func() (bool, string) {
+		var missed []shardreplica.Change
+		seen, missed = log.Seen()
+		return len(missed) == 0, fmt.Sprintf("%d not reconciled, first %v", len(missed), missed[:min(len(missed), 3)])
 	})
 	slowest := time.Duration(0)
-	for _, c := range changes {
-		r, _ := log.firstAtLeast(c.key, c.version, c.at)
-		took := r.end.Sub(c.at)
+	for c, r := range seen {
+		took := r.End.Sub(c.At)
 		slowest = max(slowest, took)
 		if took > bound {
-			t.Errorf("%s version %d, changed at %v, was reconciled by %s %v later, more than %v", c.key, c.version, c.at.Format(time.StampMilli), r.replica, took, bound)
+			t.Errorf("%s version %d, changed at %v, was reconciled by %s %v later, more than %v", c.Key, c.Version, c.At.Format(time.StampMilli), r.Replica, took, bound)
 		}
-		if r.replica == "c" && c.at.After(crashed.Add(renewDeadline+retryPeriod)) {
-			t.Errorf("%s version %d, changed %v after the crash, was reconciled by the crashed replica", c.key, c.version, c.at.Sub(crashed))
+		if r.Replica == "c" && c.At.After(crashed.Add(renewDeadline+retryPeriod)) {
+			t.Errorf("%s version %d, changed %v after the crash, was reconciled by the crashed replica", c.Key, c.Version, c.At.Sub(crashed))
 		}
 	}
-	t.Logf("%d changes during the crash and the join; the slowest was reconciled %v after it was written (bound %v)", len(changes), slowest, bound)
+	t.Logf("%d changes during the crash and the join; the slowest was reconciled %v after it was written (bound %v)", len(seen), slowest, bound)
 
 	// (a) No key was ever reconciled by two replicas at once.
-	if o := log.overlaps(); len(o) != 0 {
+	if o := log.Overlaps(); len(o) != 0 {
 		t.Errorf("%d reconciles overlapped with another replica's of the same key, first: %v", len(o), o[:min(len(o), 5)])
 	}
 }
