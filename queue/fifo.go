@@ -298,6 +298,15 @@ func (f *FIFO[T]) alloc() *entry[T] {
 		en.next = nil
 		return en
 	}
+	if en := f.popped; en != nil {
+		// Rather than allocate, take back a popped key's entry: pushes and pops interleave
+		// while a list drains, and a new entry per key would double its memory.
+		f.unlinkPopped(en)
+		delete(f.entries, en.key)
+		clear(en.q.events)
+		*en = entry[T]{q: EventQueue[T]{events: en.q.events[:0]}}
+		return en
+	}
 	en := &entry[T]{}
 	en.q.events = en.first[:0]
 	return en

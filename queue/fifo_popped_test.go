@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/queue"
 )
@@ -87,5 +89,41 @@ func TestFIFOPoppedKeys(t *testing.T) {
 	g.Push("ns/a", add("4"), false)
 	if q := g.Pending("ns/a"); q == nil || g.Len() != 2 || g.Keys()[1] != "ns/a" {
 		t.Fatal("a popped key pushed again is not pending at the end of the line")
+	}
+}
+
+// TestFIFONewKeyTakesAPoppedKeysEntry checks that a new key pushed while no recycled entry
+// is free takes a popped key's entry, as pushes and pops interleave while a list drains,
+// and that the popped key, pushed again, is then pending as new.
+func TestFIFONewKeyTakesAPoppedKeysEntry(t *testing.T) {
+	asked := 0
+	f := queue.NewFIFO(queue.Compress, func(string, ev) bool { asked++; return true })
+	f.Push("ns/a", add("1"), false)
+	f.Push("ns/b", add("2"), false)
+	if k, _, _, _ := f.Pop(nil); k != "ns/a" {
+		t.Fatalf("popped %q, want ns/a", k)
+	}
+	f.Push("ns/c", add("3"), false) // takes ns/a's entry
+	if f.Pending("ns/a") != nil || f.Len() != 2 {
+		t.Fatalf("after a new key took a popped key's entry: ns/a pending %v, Len %d", f.Pending("ns/a") != nil, f.Len())
+	}
+	if q := f.Pending("ns/c"); q == nil || len(q.Events()) != 1 || q.Events()[0].Object.GetResourceVersion() != "3" {
+		t.Fatal("ns/c does not hold its own event")
+	}
+	before := asked
+	f.Push("ns/a", del("4"), false)
+	if asked != before+1 {
+		t.Fatal("pushing ns/a again did not ask whether the consumer knows it")
+	}
+	var got []string
+	for {
+		k, _, _, ok := f.Pop(nil)
+		if !ok {
+			break
+		}
+		got = append(got, k)
+	}
+	if diff := cmp.Diff([]string{"ns/b", "ns/c", "ns/a"}, got); diff != "" {
+		t.Fatalf("pop order (-want +got):\n%s", diff)
 	}
 }
