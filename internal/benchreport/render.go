@@ -209,8 +209,8 @@ var scenarios = []scenario{
 			"each moved shard (the Sharder's hand-over), and to its reconcile of each change.",
 		custom: renderShardHandOver,
 		notes: "After a crash the survivor takes the shards once the member Lease has expired, a lease duration " +
-			"after the last renewal it saw, and then campaigns for each shard's Lease, which leader election " +
-			"acquires only a full lease duration after it first observed it: about two lease durations in all. " +
+			"after the last renewal it saw, and takes over each shard's Lease at once, having seen it unrenewed " +
+			"as long: about one lease duration in all, plus the shards' lists and initial reconciles. " +
 			"Issue 12's bound for a change after a move is the lease duration plus 10 s. After a stop, the hand-over is the " +
 			"survivor's next membership check (every 0.5 s), the acquisition of the released Leases, the shards' " +
 			"lists and their initial reconciles (the moved shards' ~500 keys, 4 workers).",
