@@ -153,6 +153,10 @@ func TestLastReleaseStopsTheCacheAndLeavesNoGoroutine(t *testing.T) {
 	if err := second.WaitForSync(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
+	// Synced means listed: the watch that follows the list may not be open yet.
+	if err := f.WaitForWatchers(testContext(t), 1); err != nil {
+		t.Fatal(err)
+	}
 	if released := first.Release(); !closed(released) {
 		t.Error("releasing a handle that is not the last stopped something to wait for")
 	}
