@@ -2,7 +2,9 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -32,6 +34,9 @@ type Filtered[T event.Object, L reflect.List] struct {
 	space    Space
 	held     []bool
 	selector string
+	// all is true when every shard is selected: nothing is filtered. With no shard, the
+	// selector is empty too, but every object is filtered out on the client.
+	all bool
 	// server records whether the last list's response said the server applied the
 	// selector (ListMeta.ShardInfo).
 	server atomic.Bool
@@ -55,6 +60,7 @@ func Filter[T event.Object, L reflect.List](lw controller.ListerWatcher[T, L], s
 		}
 		f.held[i] = true
 	}
+	f.all = !slices.Contains(f.held, false)
 	return f, nil
 }
 
@@ -69,7 +75,7 @@ func (f *Filtered[T, L]) ServerFiltered() bool { return f.server.Load() }
 // contains reports whether o belongs to the shards of f. An object without metadata (an
 // unreadable one) is kept, for the reflector to report.
 func (f *Filtered[T, L]) contains(o runtime.Object) bool {
-	if f.selector == "" {
+	if f.all {
 		return true
 	}
 	m, err := meta.Accessor(o)
@@ -82,14 +88,16 @@ func (f *Filtered[T, L]) contains(o runtime.Object) bool {
 // List lists the objects of f's shards.
 func (f *Filtered[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
 	opts.ShardSelector = f.selector
-	list, err := f.lw.List(ctx, opts)
-	if err != nil || f.selector == "" {
-		return list, err
+	list, listErr := f.lw.List(ctx, opts)
+	// A list returned with an error may still be used (reflect.ErrIncompleteList keeps
+	// its items), so it is filtered too.
+	if f.all || nilness.IsNil(list) {
+		return list, listErr
 	}
 	f.server.Store(shardInfo(list) == f.selector)
 	items, err := meta.ExtractList(list)
 	if err != nil {
-		return list, fmt.Errorf("filtering the list by shard: %w", err)
+		return list, errors.Join(listErr, fmt.Errorf("filtering the list by shard: %w", err))
 	}
 	kept := items[:0]
 	for _, o := range items {
@@ -98,19 +106,19 @@ func (f *Filtered[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, 
 		}
 	}
 	if len(kept) == len(items) {
-		return list, nil
+		return list, listErr
 	}
 	if err := meta.SetList(list, kept); err != nil {
-		return list, fmt.Errorf("filtering the list by shard: %w", err)
+		return list, errors.Join(listErr, fmt.Errorf("filtering the list by shard: %w", err))
 	}
-	return list, nil
+	return list, listErr
 }
 
 // Watch watches the objects of f's shards.
 func (f *Filtered[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.ShardSelector = f.selector
 	w, err := f.lw.Watch(ctx, opts)
-	if err != nil || f.selector == "" || nilness.IsNil(w) || w.ResultChan() == nil {
+	if err != nil || f.all || nilness.IsNil(w) || w.ResultChan() == nil {
 		return w, err // the reflector reports a nil watch or channel
 	}
 	fw := &filteredWatch{in: w, out: make(chan watch.Event), stop: make(chan struct{}), keep: f.contains}

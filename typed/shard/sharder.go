@@ -273,6 +273,12 @@ func (s *Sharder) tick(ctx context.Context, work func(context.Context, Shard)) {
 	}
 	// One list gives the members' Leases and the shards', all labelled with the group.
 	list, err := s.opts.Client.Leases(s.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + s.opts.Name})
+	if err == nil && list == nil {
+		err = errors.New("listing the leases returned nothing")
+	}
+	// Leases are seen as of when the List returned, never earlier: a Lease written
+	// during a slow heartbeat must not look older than it is to takeOver.
+	now = time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reapLocked()
