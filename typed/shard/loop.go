@@ -17,6 +17,10 @@ import (
 	"github.com/typedinformer/typedinformer/typed"
 )
 
+// ErrOtherShard is reported, wrapped, when a Related mapping sharded by namespace maps an
+// object to a key in another shard than the object's.
+var ErrOtherShard = errors.New("related object mapped to a key of another shard")
+
 // Loop reconciles the keys of the shards this replica holds: for each shard, while the
 // Sharder gives it, a cache of that shard's objects only (the API server filters them,
 // see Filter) and a typed.Loop over it.
@@ -140,7 +144,7 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 func (l *Loop[T, L]) RunShard(ctx context.Context, sh Shard) {
 	lw, err := Filter[T, L](l.lw, sh.Space, []int{sh.Index})
 	if err != nil {
-		l.report(ctx, err)
+		l.report(ctx, "", err)
 		return
 	}
 	name := fmt.Sprintf("%s/shard-%d", l.opts.Name, sh.Index)
@@ -176,7 +180,7 @@ func (l *Loop[T, L]) RunShard(ctx context.Context, sh Shard) {
 	for _, run := range caches {
 		wg.Go(func() {
 			if err := run(cctx); err != nil {
-				l.report(ctx, err)
+				l.report(ctx, "", err)
 			}
 		})
 	}
@@ -193,7 +197,7 @@ func (l *Loop[T, L]) RunShard(ctx context.Context, sh Shard) {
 	}()
 	wg.Go(func() { l.watchShard(ctx, sh, c) })
 	if err := loop.Run(ctx); err != nil {
-		l.report(ctx, err)
+		l.report(ctx, "", err)
 	}
 }
 
@@ -222,12 +226,13 @@ func (l *Loop[T, L]) watchShard(ctx context.Context, sh Shard, c *controller.Con
 	}
 }
 
-func (l *Loop[T, L]) report(ctx context.Context, err error) {
+// report hands err, about key (or none), to Options.OnError, or logs it.
+func (l *Loop[T, L]) report(ctx context.Context, key string, err error) {
 	if l.opts.OnError != nil {
-		l.opts.OnError(ctx, "", err)
+		l.opts.OnError(ctx, key, err)
 		return
 	}
-	klog.FromContext(ctx).Error(err, "sharded loop", "loop", l.opts.Name)
+	klog.FromContext(ctx).Error(err, "sharded loop", "loop", l.opts.Name, "key", key)
 }
 
 // metrics gives a shard's loop the replica's loop metrics, and its queue depth to the
@@ -278,8 +283,10 @@ func (m shardMetrics) ReconcileError(loop string, terminal bool) {
 //
 // With ByNamespace, each shard held gets a cache of lw's objects in that shard too,
 // filtered by the server as the primary's is: a namespaced object lies in its
-// namespace's shard, with the primary objects it relates to. (lw must then be of a
-// namespaced kind: a cluster-scoped object's empty namespace hashes to one shard.) With
+// namespace's shard, with the primary objects it relates to. keysOf must then map an
+// object to keys of its own namespace's shard (lw of a namespaced kind, mapped within
+// its namespace): a key of another shard is not reconciled for that object, as its shard's
+// replica never sees it, and is reported wrapping ErrOtherShard. With
 // ByUID, an object's UID says nothing of the shard of the keys it maps to, so one cache
 // of all of lw's objects, shared by the shards of the replica, feeds every shard's loop,
 // and a shard reconciles only the keys whose objects its own cache holds; the others
@@ -301,11 +308,25 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l 
 		l.related = append(l.related, func(ctx context.Context, sh Shard, loop *typed.Loop[T, L], _ *controller.Controller[T, L]) ([]func(context.Context) error, func()) {
 			f, err := Filter[S, SL](lw, sh.Space, []int{sh.Index})
 			if err != nil {
-				l.report(ctx, err)
+				l.report(ctx, "", err)
 				return nil, nil
 			}
 			c := controller.New[S, SL](f, controller.Options[S]{Name: fmt.Sprintf("%s/shard-%d", name, sh.Index)})
-			typed.Related(loop, c, keysOf, preds...)
+			typed.Related(loop, c, func(obj S) []string {
+				keys := keysOf(obj)
+				in := keys[:0:0]
+				for _, k := range keys {
+					// The key's object, if any, is cached by its own namespace's shard; here it
+					// would look deleted.
+					if ns, _ := event.SplitKey(k); sh.Space.OfHash(Hash(ns)) != sh.Index {
+						l.report(ctx, k, fmt.Errorf("%w: %s/%s maps to %s, of shard %d; %s is in shard %d",
+							ErrOtherShard, obj.GetNamespace(), obj.GetName(), k, sh.Space.OfHash(Hash(ns)), obj.GetNamespace(), sh.Index))
+						continue
+					}
+					in = append(in, k)
+				}
+				return in
+			}, preds...)
 			return []func(context.Context) error{c.Run}, nil
 		})
 		return
@@ -333,7 +354,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l 
 type sharedCache[S event.Object, SL reflect.List] struct {
 	lw     controller.ListerWatcher[S, SL]
 	name   string
-	report func(context.Context, error)
+	report func(context.Context, string, error)
 
 	mu    sync.Mutex
 	users int
@@ -353,7 +374,7 @@ func (s *sharedCache[S, SL]) acquire(ctx context.Context) *controller.Controller
 		go func() {
 			defer close(done)
 			if err := c.Run(cctx); err != nil {
-				s.report(ctx, err)
+				s.report(ctx, "", err)
 			}
 		}()
 	}

@@ -2,10 +2,12 @@ package shard_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,6 +56,12 @@ func TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt(t *testing.T) 
 				}
 				loop := shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), typed.ReconcilerFunc[*corev1.ConfigMap](
 					func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+						// The replica reconciling a key holds its shard, and so caches it
+						// (every key's ConfigMap exists): a shard may move under load, when a
+						// heartbeat is late, but never to two replicas at once.
+						if _, ok := loops[name].Get(req.Key); !ok || req.Deleted {
+							t.Errorf("%s reconciled by %s, which does not cache it (deleted: %t)", req.Key, name, req.Deleted)
+						}
 						mu.Lock()
 						reconciledBy[req.Key] = append(reconciledBy[req.Key], name)
 						mu.Unlock()
@@ -63,6 +71,8 @@ func TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt(t *testing.T) 
 					return []string{s.Namespace + "/" + s.Name}
 				})
 				loops[name] = loop
+			}
+			for name, loop := range loops { // started once loops is written: reconcilers read it
 				wg.Go(func() {
 					if err := loop.Run(ctx); err != nil {
 						t.Errorf("%s: %v", name, err)
@@ -114,18 +124,78 @@ func TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt(t *testing.T) 
 				return len(reconciledBy) == pairs
 			})
 			time.Sleep(200 * time.Millisecond) // room for a wrong replica's reconcile to show
-			mu.Lock()
-			defer mu.Unlock()
-			// Reconciles the initial lists queued twice (the ConfigMap's and the Secret's)
-			// may still come after the clear: what matters is who reconciles.
-			for _, k := range keys {
-				for _, by := range reconciledBy[k] {
-					if by != holder(k) {
-						t.Errorf("%s reconciled by %v after its Secret changed, want only %s", k, reconciledBy[k], holder(k))
-						break
-					}
-				}
-			}
 		})
+	}
+}
+
+// TestRelatedByNamespaceKeepsKeysOfOtherShardsOutOfTheShard checks that a related object
+// mapped to a key of another namespace's shard does not reconcile that key in its own
+// shard, where the key's object is not cached and would look deleted: it is reported.
+func TestRelatedByNamespaceKeepsKeysOfOtherShardsOutOfTheShard(t *testing.T) {
+	space := shard.Space{Shards: 2, By: shard.ByNamespace}
+	// Two namespaces in different shards.
+	var nsOf [2]string
+	for i := 0; nsOf[0] == "" || nsOf[1] == ""; i++ {
+		ns := "ns-" + string(uuid.NewUUID())
+		nsOf[space.OfHash(shard.Hash(ns))] = ns
+	}
+	cluster := fake.NewClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsOf[1], Name: "config", UID: uuid.NewUUID()}},
+		// In shard 0, but mapped to the ConfigMap of shard 1.
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nsOf[0], Name: "config", UID: uuid.NewUUID()}},
+	)
+	s, err := shard.New(shard.Options{
+		Client: leasefake.NewServer().CoordinationV1(), Namespace: "default", Name: "related", Identity: "a", Space: space,
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type reconcile struct {
+		Key     string
+		Deleted bool
+	}
+	var mu sync.Mutex
+	var got []reconcile
+	var reported []error
+	loop := shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), typed.ReconcilerFunc[*corev1.ConfigMap](
+		func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+			mu.Lock()
+			got = append(got, reconcile{req.Key, req.Deleted})
+			mu.Unlock()
+			return typed.Result{}, nil
+		}), typed.Options{OnError: func(_ context.Context, key string, err error) {
+		mu.Lock()
+		reported = append(reported, err)
+		mu.Unlock()
+	}})
+	shard.Related(loop, cluster.CoreV1().Secrets(""), func(s *corev1.Secret) []string {
+		return []string{nsOf[1] + "/config"}
+	})
+	_, logCtx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(logCtx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := loop.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the mapping reported, or reconciled in the wrong shard", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reported) > 0 || len(got) > 1
+	})
+	time.Sleep(200 * time.Millisecond) // room for a wrong reconcile to show
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]reconcile{{Key: nsOf[1] + "/config"}}, got); diff != "" {
+		t.Errorf("reconciles (-want +got):\n%s", diff)
+	}
+	for _, err := range reported {
+		if !errors.Is(err, shard.ErrOtherShard) {
+			t.Errorf("reported %v, want an error wrapping ErrOtherShard", err)
+		}
 	}
 }
