@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/typedinformer/typedinformer/internal/leasecheck"
 	"github.com/typedinformer/typedinformer/internal/nilness"
 	"github.com/typedinformer/typedinformer/internal/recovered"
 )
@@ -194,7 +195,7 @@ func (le LeaderElection) term(ctx context.Context, cfg leaderelection.LeaderElec
 func (le LeaderElection) lock() *resourcelock.LeaseLock {
 	return &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-		Client:     le.Client,
+		Client:     leasecheck.Checked(le.Client), // client-go dereferences a nil Lease returned with no error
 		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 	}
 }

@@ -23,7 +23,8 @@
 // old owner died or was cut off (which stops its work when it cannot renew, as a leader
 // does). So no key is reconciled by two replicas at once (DESIGN 14), provided reconciles
 // return soon after their context is cancelled and LeaseDuration leaves room for them
-// (see typed.LeaderElection.RenewDeadline).
+// (see typed.LeaderElection.RenewDeadline). By UID, that holds per object: a name deleted
+// and created again under a new UID can be in two shards for a while (see ByUID).
 //
 // # Loops
 //

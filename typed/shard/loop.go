@@ -76,6 +76,9 @@ func NewLoop[T event.Object, L reflect.List](s *Sharder, lw controller.ListerWat
 		var zero T
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
+	if nilness.IsNil(opts.Metrics) {
+		opts.Metrics = nil // typed-nil: none, as typed.NewLoop reads it, not a wrapper around nil
+	}
 	return &Loop[T, L]{sharder: s, lw: lw, r: r, opts: opts, preds: preds, workers: make(chan struct{}, opts.Workers)}
 }
 
@@ -128,6 +131,11 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 	case len(l.errs) > 0:
 		return errors.Join(l.errs...)
 	}
+	for i, p := range l.preds {
+		if p == nil {
+			return fmt.Errorf("%w: the Loop's predicate %d", typed.ErrNilArgument, i)
+		}
+	}
 	return l.sharder.Run(ctx, l.RunShard)
 }
 
@@ -160,6 +168,9 @@ func (l *Loop[T, L]) RunShard(ctx context.Context, sh Shard) {
 			return typed.Result{}, nil // the shard is being given up: its queued keys are dropped
 		}
 		defer func() { <-l.workers }()
+		if ctx.Err() != nil {
+			return typed.Result{}, nil // select picked the worker although ctx had ended too
+		}
 		sh.Ready()
 		return l.r.Reconcile(ctx, req)
 	}), opts, l.preds...)
@@ -195,7 +206,11 @@ func (l *Loop[T, L]) RunShard(ctx context.Context, sh Shard) {
 		delete(l.shards, sh.Index)
 		l.mu.Unlock()
 	}()
-	wg.Go(func() { l.watchShard(ctx, sh, c) })
+	// The watch ends with the loop, which may return before ctx ends (an error): the
+	// shard's Lease is then released, and held again only by a later campaign.
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	wg.Go(func() { l.watchShard(wctx, sh, c) })
 	if err := loop.Run(ctx); err != nil {
 		l.report(ctx, "", err)
 	}
@@ -303,6 +318,12 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l 
 	case keysOf == nil:
 		l.errs = append(l.errs, fmt.Errorf("%w: the mapping of %s", typed.ErrNilArgument, name))
 		return
+	}
+	for i, p := range preds {
+		if p == nil {
+			l.errs = append(l.errs, fmt.Errorf("%w: predicate %d of %s", typed.ErrNilArgument, i, name))
+			return
+		}
 	}
 	if l.sharder != nil && l.sharder.opts.Space.By == ByNamespace {
 		l.related = append(l.related, func(ctx context.Context, sh Shard, loop *typed.Loop[T, L], _ *controller.Controller[T, L]) ([]func(context.Context) error, func()) {

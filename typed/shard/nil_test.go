@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -28,6 +29,9 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 		{"an identity no Lease name can hold", func(o *shard.Options) { o.Identity = "Not_A_Name" }},
 		{"shards not a power of two", func(o *shard.Options) { o.Space.Shards = 12 }},
 		{"a renew deadline past the lease duration", func(o *shard.Options) { o.RenewDeadline = o.LeaseDuration + 1 }},
+		{"a lease duration of no whole seconds, which a Lease cannot hold", func(o *shard.Options) { o.LeaseDuration = 15500 * time.Millisecond }},
+		{"a negative retry period", func(o *shard.Options) { o.RetryPeriod = -time.Second }},
+		{"a negative lease duration", func(o *shard.Options) { o.LeaseDuration = -15 * time.Second }},
 	} {
 		t.Run("New with "+tc.name, func(t *testing.T) {
 			opts := valid
@@ -70,6 +74,14 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 			shard.Related[*corev1.Secret, *corev1.SecretList](l, nil, toKey)
 			return l
 		}},
+		{"a nil predicate", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
+			return shard.NewLoop(sharder, cms, ok, typed.Options{}, typed.GenerationChanged[*corev1.ConfigMap], nil)
+		}},
+		{"a Related with a nil predicate", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
+			l := shard.NewLoop(sharder, cms, ok, typed.Options{})
+			shard.Related[*corev1.Secret, *corev1.SecretList](l, fake.NewClientset().CoreV1().Secrets(""), toKey, nil)
+			return l
+		}},
 		{"a Related with a nil mapping", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
 			l := shard.NewLoop(sharder, cms, ok, typed.Options{})
 			shard.Related[*corev1.Secret, *corev1.SecretList](l, fake.NewClientset().CoreV1().Secrets(""), nil)
@@ -84,6 +96,11 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	}
 	if err := sharder.Run(t.Context(), nil); !errors.Is(err, typed.ErrNilArgument) {
 		t.Errorf("Sharder.Run with nil work = %v, want an error wrapping typed.ErrNilArgument", err)
+	}
+	for _, shards := range []int{-1, 0} {
+		if got := (shard.Space{Shards: shards}).Selector([]int{0}); got != "" {
+			t.Errorf("Space{Shards: %d}.Selector = %q, want \"\"", shards, got)
+		}
 	}
 	if f, err := shard.Filter[*corev1.ConfigMap, *corev1.ConfigMapList](nil, shard.Space{Shards: 2}, []int{0}); f != nil || err != nil {
 		t.Errorf("Filter of a nil ListerWatcher = %v, %v; want a nil *Filtered, which a controller's Run refuses", f, err)

@@ -18,6 +18,7 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/typedinformer/typedinformer/internal/leasecheck"
 	"github.com/typedinformer/typedinformer/internal/nilness"
 	"github.com/typedinformer/typedinformer/internal/recovered"
 	"github.com/typedinformer/typedinformer/typed"
@@ -45,7 +46,8 @@ type Options struct {
 	// replica that cannot renew its member Lease for RenewDeadline gives up its shards;
 	// the others take them over once its Leases have expired.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// Metrics receives the shards held, moves and hand-over times; none when nil.
+	// Metrics receives the shards held, moves and hand-over times; none when nil. A
+	// panic in one of its calls is recovered and logged.
 	Metrics Metrics
 }
 
@@ -164,6 +166,8 @@ func New(opts Options) (*Sharder, error) {
 	opts.RetryPeriod = orDefault(opts.RetryPeriod, 2*time.Second)
 	if nilness.IsNil(opts.Metrics) {
 		opts.Metrics = nil
+	} else {
+		opts.Metrics = safeMetrics{opts.Metrics}
 	}
 	var errs []error
 	if err := opts.Space.Validate(); err != nil {
@@ -185,12 +189,16 @@ func New(opts Options) (*Sharder, error) {
 	for _, msg := range validation.IsValidLabelValue(opts.Name) {
 		errs = append(errs, fmt.Errorf("name %q as a label value: %s", opts.Name, msg))
 	}
-	if opts.RenewDeadline >= opts.LeaseDuration || opts.RetryPeriod >= opts.RenewDeadline {
-		errs = append(errs, errors.New("need RetryPeriod < RenewDeadline < LeaseDuration"))
+	if opts.RetryPeriod <= 0 || opts.RenewDeadline >= opts.LeaseDuration || opts.RetryPeriod >= opts.RenewDeadline {
+		errs = append(errs, errors.New("need 0 < RetryPeriod < RenewDeadline < LeaseDuration"))
+	}
+	if opts.LeaseDuration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("%w: %v", typed.ErrLeaseDuration, opts.LeaseDuration))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	opts.Client = leasecheck.Checked(opts.Client)
 	return &Sharder{opts: opts}, nil
 }
 
@@ -642,4 +650,33 @@ func (s *Sharder) stop(ctx context.Context) {
 	s.running = false
 	s.work, s.leading = nil, nil
 	s.mu.Unlock()
+}
+
+// safeMetrics keeps a panicking Metrics from ending the process or failing a reconcile:
+// its calls come from campaigns' goroutines and from reconciles (Shard.Ready).
+type safeMetrics struct{ m Metrics }
+
+func (s safeMetrics) ShardsHeld(group string, n int) {
+	defer recovered.Log(klog.Background(), nil, "Metrics.ShardsHeld panicked", "sharder", group)
+	s.m.ShardsHeld(group, n)
+}
+
+func (s safeMetrics) ShardMoved(group string, shard int, gained bool) {
+	defer recovered.Log(klog.Background(), nil, "Metrics.ShardMoved panicked", "sharder", group, "shard", shard)
+	s.m.ShardMoved(group, shard, gained)
+}
+
+func (s safeMetrics) HandOver(group string, shard int, d time.Duration) {
+	defer recovered.Log(klog.Background(), nil, "Metrics.HandOver panicked", "sharder", group, "shard", shard)
+	s.m.HandOver(group, shard, d)
+}
+
+func (s safeMetrics) ShardObjects(group string, shard int, n int) {
+	defer recovered.Log(klog.Background(), nil, "Metrics.ShardObjects panicked", "sharder", group, "shard", shard)
+	s.m.ShardObjects(group, shard, n)
+}
+
+func (s safeMetrics) ShardKeys(group string, shard int, n int) {
+	defer recovered.Log(klog.Background(), nil, "Metrics.ShardKeys panicked", "sharder", group, "shard", shard)
+	s.m.ShardKeys(group, shard, n)
 }

@@ -14,7 +14,14 @@ import (
 type By int
 
 const (
-	// ByUID spreads objects evenly, whatever their namespaces.
+	// ByUID spreads objects evenly, whatever their namespaces. A key's shard is then that
+	// of its object, not of its name: an object deleted and created again under the same
+	// name has a new UID, and so, often, another shard, whose replica may reconcile the
+	// new object while the old one's replica still reconciles its deletion. Exclusivity
+	// is per object (per UID) then, not per key: a reconciler whose deletion clean-up
+	// acts by name must check that what it removes belongs to Request.LastKnown's UID
+	// (owner references do), or the Space must be ByNamespace, where a key's shard never
+	// changes.
 	ByUID By = iota
 	// ByNamespace keeps every object of a namespace in one shard, so that a primary and
 	// the namespaced objects it owns or reads are held by the same replica. Shards are
@@ -98,8 +105,12 @@ func (s Space) Of(obj metav1.Object) int { return s.OfHash(Hash(s.By.Value(obj))
 
 // Selector returns the API server's shard selector (ListOptions.ShardSelector) for the
 // given shards: one shardRange per run of consecutive shards, ORed with "||". It returns
-// "" for no shards, and for every shard, since all objects are then selected.
+// "" for no shards, and for every shard, since all objects are then selected. For a
+// Space Validate refuses, it returns "" too; Filter refuses such a Space.
 func (s Space) Selector(shards []int) string {
+	if s.Shards < 1 {
+		return "" // no valid Space; Validate says why
+	}
 	held := make([]bool, s.Shards)
 	n := 0
 	for _, i := range shards {
