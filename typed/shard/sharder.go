@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -37,7 +38,10 @@ type Options struct {
 	// Name names the group of replicas that divide the shards: its Leases are
 	// <Name>-shard-<i> for shard i and <Name>-member-<Identity> for each replica.
 	Name string
-	// Identity of this replica, unique in the group (a pod name).
+	// Identity of this replica, unique in the group (a pod name). It names the member
+	// Lease and is what shards are assigned to; the shards' Leases are held under it
+	// with a random suffix per Run, so that a replica started again under the same
+	// Identity waits for its predecessor's shards to be released or to expire.
 	Identity string
 	// Space is the shard space; 32 shards by UID when Space.Shards is zero.
 	Space Space
@@ -125,6 +129,11 @@ type Sharder struct {
 	shardSeen map[int]observedShard
 	leading   map[int]struct{}      // shards whose work runs
 	ownLease  *coordinationv1.Lease // this replica's member Lease as last written
+	// holder is this Run's identity in the shards' Leases: Identity and a random suffix,
+	// so that a replica started again under the same Identity (a StatefulSet's pod,
+	// force-deleted while cut off and maybe still working) takes none of its
+	// predecessor's shards as its own; it waits for their release or expiry.
+	holder string
 	renewed   time.Time             // when the member Lease was last renewed
 
 	collecting sync.WaitGroup // deletions of the Leases of replicas gone for good
@@ -263,6 +272,7 @@ func (s *Sharder) Run(ctx context.Context, work func(ctx context.Context, sh Sha
 	s.work, s.seen, s.leading = map[int]*campaign{}, map[string]observed{}, map[int]struct{}{}
 	s.shardSeen = nil
 	s.members, s.owners, s.ownLease, s.renewed, s.logged = nil, nil, nil, time.Time{}, nil
+	s.holder = s.opts.Identity + "_" + string(uuid.NewUUID())
 	s.mu.Unlock()
 	logger := klog.FromContext(ctx).WithValues("sharder", s.opts.Name, "identity", s.opts.Identity)
 	ctx = klog.NewContext(ctx, logger)
@@ -495,7 +505,7 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 		Client:        s.opts.Client,
 		Namespace:     s.opts.Namespace,
 		Name:          shardLease(s.opts.Name, i),
-		Identity:      s.opts.Identity,
+		Identity:      s.holder,
 		LeaseDuration: s.opts.LeaseDuration,
 		RenewDeadline: s.opts.RenewDeadline,
 		RetryPeriod:   s.opts.RetryPeriod,
@@ -556,7 +566,7 @@ func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) {
 		if l.Spec.LeaseDurationSeconds != nil {
 			seconds = *l.Spec.LeaseDurationSeconds
 		}
-		if holder == "" || holder == s.opts.Identity || l.ResourceVersion != seen.lease.ResourceVersion {
+		if holder == "" || holder == s.holder || l.ResourceVersion != seen.lease.ResourceVersion {
 			return
 		}
 		if time.Since(seen.at) >= time.Duration(seconds)*time.Second {
@@ -582,7 +592,7 @@ func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) {
 		transitions = *l.Spec.LeaseTransitions + 1
 	}
 	from := *l.Spec.HolderIdentity
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &s.opts.Identity, &duration
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &s.holder, &duration
 	l.Spec.AcquireTime, l.Spec.RenewTime, l.Spec.LeaseTransitions = &renew, &renew, &transitions
 	switch _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); {
 	case err == nil:

@@ -136,12 +136,18 @@ type replica struct {
 
 func startReplica(t *testing.T, server coordinationclient.LeasesGetter, name string, shards int, h *holding) *replica {
 	t.Helper()
+	return startInstance(t, server, name, name, shards, h)
+}
+
+// startInstance starts a replica of identity, whose work is recorded as name's.
+func startInstance(t *testing.T, server coordinationclient.LeasesGetter, identity, name string, shards int, h *holding) *replica {
+	t.Helper()
 	r := &replica{name: name, cut: &atomic.Bool{}, done: make(chan error, 1)}
 	s, err := shard.New(shard.Options{
 		Client:        cuttable{server, r.cut},
 		Namespace:     "default",
 		Name:          "test",
-		Identity:      name,
+		Identity:      identity,
 		Space:         shard.Space{Shards: shards},
 		LeaseDuration: 2 * time.Second,
 		RenewDeadline: 1500 * time.Millisecond,
@@ -221,6 +227,27 @@ func TestReplicasDivideTheShardsAndTakeOverFromALeavingOrCrashedOneWithoutOverla
 	}
 	if o := h.overlaps(); len(o) != 0 {
 		t.Errorf("two replicas worked on one shard at once: %v", o)
+	}
+}
+
+// TestAReplicaRestartedUnderItsIdentityWaitsForItsPredecessorsLeases checks a pod of a
+// StatefulSet force-deleted while cut off from the API server (so still working on its
+// shards until it notices), and started again under the same name: the new instance
+// must not take the old one's shards as its own.
+func TestAReplicaRestartedUnderItsIdentityWaitsForItsPredecessorsLeases(t *testing.T) {
+	const shards = 4
+	server := leasefake.NewServer().CoordinationV1()
+	h := &holding{spans: map[int][]span{}}
+	old := startInstance(t, server, "a", "a, first instance", shards, h)
+	settle(t, shards, old)
+	old.cut.Store(true)
+	restarted := startInstance(t, server, "a", "a, second instance", shards, h)
+	held := settle(t, shards, restarted)
+	if diff := cmp.Diff(map[string][]int{"a, second instance": seq(shards)}, held); diff != "" {
+		t.Errorf("the restarted instance's shards (-want +got):\n%s", diff)
+	}
+	if o := h.overlaps(); len(o) != 0 {
+		t.Errorf("two instances worked on one shard at once: %v", o)
 	}
 }
 
