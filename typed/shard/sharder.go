@@ -511,7 +511,6 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 		RetryPeriod:   s.opts.RetryPeriod,
 	}
 	seen, listed := s.shardSeen[i]
-	known := s.shardSeen != nil // the Leases were listed at least once
 	logger := klog.FromContext(ctx).WithValues("shard", i)
 	// Each shard's election logs its routine steps (acquired, renewed, released) at
 	// verbosity 2: with 32 shards at verbosity 0 they would bury everything else. The
@@ -520,9 +519,17 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 	go func() {
 		defer close(c.done)
 		defer cancel()
-		s.prepare(ectx, i, seen, listed && known, known)
+		took, ok := s.prepare(ectx, i, seen, listed)
+		if !ok {
+			return // campaigned for again at a later tick
+		}
 		if err := le.Run(ectx, func(ctx context.Context) { s.lead(klog.NewContext(ctx, logger), i, c, work) }); err != nil {
 			logger.Error(err, "campaigning for a shard failed")
+		}
+		if took != nil {
+			// Stopped before the elector could release what takeOver acquired: the next
+			// owner would wait for it to expire.
+			s.release(klog.NewContext(ctx, logger), took)
 		}
 	}()
 }
@@ -536,25 +543,52 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 // hand-over after a crash, since this replica decided to take the shard only once the
 // owner's member Lease had gone unrenewed for as long. The holder, if alive, stopped
 // working on the shard a RenewDeadline after its last renewal, as a leader does.
-func (s *Sharder) prepare(ctx context.Context, i int, seen observedShard, exists, listed bool) {
-	switch {
-	case listed && !exists:
-		_, err := s.opts.Client.Leases(s.opts.Namespace).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-			Name: shardLease(s.opts.Name, i), Labels: map[string]string{GroupLabel: s.opts.Name},
-		}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) && ctx.Err() == nil {
+//
+// It returns the Lease as takeOver wrote it, or nil, and false when the Lease is not
+// ready: the elector would create it without the label.
+func (s *Sharder) prepare(ctx context.Context, i int, seen observedShard, listed bool) (*coordinationv1.Lease, bool) {
+	if listed {
+		return s.takeOver(ctx, i, seen), true
+	}
+	leases := s.opts.Client.Leases(s.opts.Namespace)
+	_, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Name: shardLease(s.opts.Name, i), Labels: map[string]string{GroupLabel: s.opts.Name},
+	}}, metav1.CreateOptions{})
+	if err == nil {
+		return nil, true
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		if ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "creating the shard's lease failed")
 		}
-	case exists:
-		s.takeOver(ctx, i, seen)
+		return nil, false
 	}
+	// Not listed by the group's label, yet there: created since the list, or without the
+	// label (by an older version, or by hand).
+	l, err := leases.Get(ctx, shardLease(s.opts.Name, i), metav1.GetOptions{})
+	if err != nil || l.Labels[GroupLabel] == s.opts.Name {
+		return nil, err == nil
+	}
+	l = l.DeepCopy()
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[GroupLabel] = s.opts.Name
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		if !apierrors.IsConflict(err) && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "labelling the shard's lease failed")
+		}
+		return nil, false
+	}
+	return nil, true
 }
 
 // takeOver takes shard i's Lease, held by another replica, once it has stayed unchanged
 // for its duration since this replica first saw it so (seen.at). It watches the Lease
 // every RetryPeriod until then, and leaves it to the elector as soon as the Lease is free
-// or ours, or changes: its holder is alive and renews it, and will hand it over.
-func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) {
+// or ours, or changes: its holder is alive and renews it, and will hand it over. It
+// returns the Lease it wrote, or nil.
+func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) *coordinationv1.Lease {
 	leases := s.opts.Client.Leases(s.opts.Namespace)
 	logger := klog.FromContext(ctx)
 	l := seen.lease
@@ -567,7 +601,7 @@ func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) {
 			seconds = *l.Spec.LeaseDurationSeconds
 		}
 		if holder == "" || holder == s.holder || l.ResourceVersion != seen.lease.ResourceVersion {
-			return
+			return nil
 		}
 		if time.Since(seen.at) >= time.Duration(seconds)*time.Second {
 			break
@@ -576,12 +610,12 @@ func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return nil
 		case <-t.C:
 		}
 		var err error
 		if l, err = leases.Get(ctx, shardLease(s.opts.Name, i), metav1.GetOptions{}); err != nil {
-			return // the elector reads it again
+			return nil // the elector reads it again
 		}
 	}
 	l = l.DeepCopy()
@@ -594,11 +628,31 @@ func (s *Sharder) takeOver(ctx context.Context, i int, seen observedShard) {
 	from := *l.Spec.HolderIdentity
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &s.holder, &duration
 	l.Spec.AcquireTime, l.Spec.RenewTime, l.Spec.LeaseTransitions = &renew, &renew, &transitions
-	switch _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); {
+	took, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+	switch {
 	case err == nil:
 		logger.Info("took over the expired lease of a shard", "from", from)
+		return took
 	case !apierrors.IsConflict(err) && ctx.Err() == nil:
 		logger.Error(err, "taking over the expired lease of a shard failed; campaigning for it", "from", from)
+	}
+	return nil
+}
+
+// release frees a shard's Lease as takeOver wrote it, as client-go's elector releases
+// one, unless it has been written since (the elector renewed or released it): its
+// resourceVersion is the precondition.
+func (s *Sharder) release(ctx context.Context, took *coordinationv1.Lease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.RenewDeadline)
+	defer cancel()
+	l := took.DeepCopy()
+	now, free, second := metav1.NewMicroTime(time.Now()), "", int32(1)
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = &free, &second, &now, &now
+	switch _, err := s.opts.Client.Leases(s.opts.Namespace).Update(ctx, l, metav1.UpdateOptions{}); {
+	case err == nil:
+		klog.FromContext(ctx).V(2).Info("released the lease taken over")
+	case !apierrors.IsConflict(err):
+		klog.FromContext(ctx).Error(err, "releasing the lease taken over failed; the next owner takes it once it expires")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,8 +15,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/internal/leasefake"
 	"github.com/typedinformer/typedinformer/typed/shard"
@@ -285,5 +290,114 @@ func TestTheMemberLeaseOfAReplicaGoneForGoodIsDeleted(t *testing.T) {
 	}
 	if got, err := server.Leases("default").Get(t.Context(), "test-member-a", metav1.GetOptions{}); err != nil || *got.Spec.HolderIdentity != "a" {
 		t.Errorf("a's own member Lease: %v, %v", got, err)
+	}
+}
+
+// hookedLeases calls after with each Lease it updated.
+type hookedLeases struct {
+	coordinationclient.LeasesGetter
+	after func(*coordinationv1.Lease)
+}
+
+func (h hookedLeases) Leases(ns string) coordinationclient.LeaseInterface {
+	return hookedLease{h.LeasesGetter.Leases(ns), h.after}
+}
+
+type hookedLease struct {
+	coordinationclient.LeaseInterface
+	after func(*coordinationv1.Lease)
+}
+
+func (h hookedLease) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	out, err := h.LeaseInterface.Update(ctx, l, opts)
+	if err == nil {
+		h.after(out)
+	}
+	return out, err
+}
+
+// TestALeaseTakenOverJustBeforeTheShardMovesIsReleased checks a replica that takes over
+// the expired Lease of a shard and is told to stop at once: it must not leave the Lease
+// held, which would keep the shard's next owner waiting for it to expire.
+func TestALeaseTakenOverJustBeforeTheShardMovesIsReleased(t *testing.T) {
+	server := leasefake.NewServer().CoordinationV1()
+	dead, seconds := "dead", int32(1)
+	long := metav1.NewMicroTime(time.Now().Add(-time.Hour))
+	if _, err := server.Leases("default").Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-shard-0", Labels: map[string]string{shard.GroupLabel: "test"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &dead, LeaseDurationSeconds: &seconds, RenewTime: &long, AcquireTime: &long},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, logCtx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(logCtx)
+	defer cancel()
+	client := hookedLeases{server, func(l *coordinationv1.Lease) {
+		if l.Name == "test-shard-0" && strings.HasPrefix(ptr.Deref(l.Spec.HolderIdentity, ""), "a_") {
+			cancel() // stopped right after the take-over
+		}
+	}}
+	s, err := shard.New(shard.Options{
+		Client: client, Namespace: "default", Name: "test", Identity: "a", Space: shard.Space{Shards: 1},
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(ctx, func(context.Context, shard.Shard) {}); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("Run returned before the take-over")
+	}
+	l, err := server.Leases("default").Get(t.Context(), "test-shard-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != "" {
+		t.Errorf("the shard's Lease is held by %q after Run returned, want it released", holder)
+	}
+}
+
+// TestEveryShardLeaseCarriesTheGroupLabel checks that the Sharder, which lists its Leases
+// by the group's label, never campaigns on a shard's Lease without it: one created
+// without it (by client-go's elector, or an older version), or one whose creation failed.
+func TestEveryShardLeaseCarriesTheGroupLabel(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setUp func(t *testing.T, server *fake.Clientset)
+	}{
+		{"a Lease created without the label", func(t *testing.T, server *fake.Clientset) {
+			if _, err := server.CoordinationV1().Leases("default").Create(t.Context(), &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: "test-shard-0"},
+			}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a creation that fails once", func(t *testing.T, server *fake.Clientset) {
+			var failed atomic.Bool
+			server.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				if action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).Name == "test-shard-0" && !failed.Swap(true) {
+					return true, nil, apierrors.NewServiceUnavailable("etcd is busy")
+				}
+				return false, nil, nil
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := leasefake.NewServer()
+			tc.setUp(t, server)
+			h := &holding{spans: map[int][]span{}}
+			a := startReplica(t, server.CoordinationV1(), "a", 2, h)
+			settle(t, 2, a)
+			a.stop(t)
+			l, err := server.CoordinationV1().Leases("default").Get(t.Context(), "test-shard-0", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(map[string]string{shard.GroupLabel: "test"}, l.Labels); diff != "" {
+				t.Errorf("the shard's Lease's labels (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
