@@ -97,6 +97,9 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	if err := sharder.Run(t.Context(), nil); !errors.Is(err, typed.ErrNilArgument) {
 		t.Errorf("Sharder.Run with nil work = %v, want an error wrapping typed.ErrNilArgument", err)
 	}
+	if (shard.Shard{}).Held().Err() == nil {
+		t.Error("the Held of a Shard no Sharder gave has not ended")
+	}
 	for _, shards := range []int{-1, 0} {
 		if got := (shard.Space{Shards: shards}).Selector([]int{0}); got != "" {
 			t.Errorf("Space{Shards: %d}.Selector = %q, want \"\"", shards, got)

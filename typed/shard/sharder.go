@@ -87,6 +87,23 @@ type Shard struct {
 	// Space is the shard space.
 	Space Space
 	ready func()
+	held  context.Context
+}
+
+// Held returns a context that ends when this replica no longer holds the shard's Lease: a
+// renewal failed, or the shard moved away RenewDeadline ago. Work's own context ends
+// first, as soon as the shard moves away (or Sharder.Run ends); until Held ends, work may
+// finish handing the shard over, holding the Lease, which is released only once work
+// returns. A Loop reconciles the deletions it has queued then (see
+// typed.Loop.RunHandingOver): the next owner lists the shard, and cannot know of them. A
+// Shard not given by a Sharder holds nothing: its Held has ended.
+func (s Shard) Held() context.Context {
+	if s.held == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}
+	return s.held
 }
 
 // Selector returns the shard's selector for ListOptions.ShardSelector.
@@ -111,7 +128,8 @@ func (s Shard) Ready() {
 //
 // Hand-over is exclusive: when a shard is no longer assigned to this replica, its work's
 // context is cancelled, the Sharder waits for the work to return (a Loop lets its
-// in-flight reconciles finish), and only then releases the Lease; the new owner acquires
+// in-flight reconciles finish, and reconciles its queued deletions while Shard.Held
+// lasts), and only then releases the Lease; the new owner acquires
 // it only then, or once it has expired if the old owner died or was cut off. A replica
 // that cannot renew a shard's Lease within RenewDeadline cancels that shard's work, as a
 // leader does (see typed.LeaderElection for the bound on LeaseDuration).
@@ -159,10 +177,18 @@ type observedShard struct {
 
 // campaign is this replica's pursuit of one shard.
 type campaign struct {
-	cancel  context.CancelFunc
+	cancel  context.CancelFunc // ends the election: the Lease is released once work returns
 	done    chan struct{}
 	decided time.Time
-	leaving bool
+
+	// leaveCtx ends when the shard moves away (or Run ends): work's context ends then,
+	// and the election once work has returned, or at the latest when hardStop fires.
+	leaveCtx context.Context
+	leave    context.CancelFunc
+	// Guarded by Sharder.mu.
+	leaving  bool
+	leading  bool        // work has started
+	hardStop *time.Timer // ends the election RenewDeadline after leaving
 }
 
 // New returns a Sharder with opts, or an error wrapping ErrInvalidOptions.
@@ -256,8 +282,9 @@ func (s *Sharder) Members() []string {
 // cancelled, having finished what it started: only then is the shard's Lease released.
 // A panic in work is recovered and logged, and the shard is campaigned for again.
 //
-// When ctx ends, Run cancels every shard's work, waits for it, releases the shards'
-// Leases, deletes this replica's member Lease so that the others take its shards at
+// When ctx ends, Run hands every shard over as if it moved away: it cancels every
+// shard's work, waits for it (for RenewDeadline at most if the work waits on Shard.Held),
+// releases the shards' Leases, deletes this replica's member Lease so that the others take its shards at
 // once, and returns with no goroutine left. It returns ErrRunning if the Sharder runs.
 func (s *Sharder) Run(ctx context.Context, work func(ctx context.Context, sh Shard)) error {
 	if work == nil {
@@ -333,8 +360,7 @@ func (s *Sharder) tick(ctx context.Context, work func(context.Context, Shard)) {
 			s.startLocked(ctx, i, now, work)
 		case !mine && c != nil && !c.leaving:
 			logger.V(2).Info("shard assigned elsewhere; handing it over", "shard", i, "to", s.ownerLocked(i))
-			c.leaving = true
-			c.cancel()
+			s.leaveLocked(c)
 		}
 	}
 }
@@ -344,6 +370,20 @@ func (s *Sharder) ownerLocked(i int) string {
 		return ""
 	}
 	return s.owners[i]
+}
+
+// leaveLocked hands c's shard over: its work's context ends, and the election once the
+// work has returned, so that the Lease is released only then; work may use Shard.Held to
+// finish the hand-over, for RenewDeadline at most. A campaign whose work has not started
+// ends at once.
+func (s *Sharder) leaveLocked(c *campaign) {
+	c.leaving = true
+	c.leave()
+	if !c.leading {
+		c.cancel()
+		return
+	}
+	c.hardStop = time.AfterFunc(s.opts.RenewDeadline, c.cancel)
 }
 
 // reapLocked forgets the campaigns that have ended.
@@ -498,8 +538,10 @@ func (s *Sharder) liveLocked(now time.Time) []string {
 
 // startLocked campaigns for shard i and runs work while holding it.
 func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work func(context.Context, Shard)) {
-	cctx, cancel := context.WithCancel(ctx)
-	c := &campaign{cancel: cancel, done: make(chan struct{}), decided: now}
+	// Run's end does not end the election at once: stop hands every shard over first.
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	leaveCtx, leave := context.WithCancel(context.Background())
+	c := &campaign{cancel: cancel, done: make(chan struct{}), decided: now, leaveCtx: leaveCtx, leave: leave}
 	s.work[i] = c
 	le := typed.LeaderElection{
 		Client:        s.opts.Client,
@@ -519,6 +561,14 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 	go func() {
 		defer close(c.done)
 		defer cancel()
+		defer leave()
+		defer func() {
+			s.mu.Lock()
+			if c.hardStop != nil {
+				c.hardStop.Stop()
+			}
+			s.mu.Unlock()
+		}()
 		took, ok := s.prepare(ectx, i, seen, listed)
 		if !ok {
 			return // campaigned for again at a later tick
@@ -656,11 +706,17 @@ func (s *Sharder) release(ctx context.Context, took *coordinationv1.Lease) {
 	}
 }
 
-// lead runs work for shard i while this replica holds its Lease.
+// lead runs work for shard i while this replica holds its Lease: ctx ends when it is lost
+// (or the hand-over's time is up); work's context ends then, or when the shard moves
+// away. Once work has returned, the election ends and the Lease is released.
 func (s *Sharder) lead(ctx context.Context, i int, c *campaign, work func(context.Context, Shard)) {
 	logger := klog.FromContext(ctx)
+	defer c.cancel()
+	wctx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	defer context.AfterFunc(c.leaveCtx, stopWork)()
 	var once sync.Once
-	sh := Shard{Index: i, Space: s.opts.Space, ready: func() {
+	sh := Shard{Index: i, Space: s.opts.Space, held: ctx, ready: func() {
 		once.Do(func() {
 			d := time.Since(c.decided)
 			logger.V(2).Info("shard taken over", "handOver", d)
@@ -669,14 +725,15 @@ func (s *Sharder) lead(ctx context.Context, i int, c *campaign, work func(contex
 			}
 		})
 	}}
-	s.setLeading(i, true)
-	defer s.setLeading(i, false)
+	s.setLeading(i, c, true)
+	defer s.setLeading(i, c, false)
 	defer recovered.Log(logger, nil, "shard work panicked")
-	work(klog.NewContext(ctx, logger), sh)
+	work(klog.NewContext(wctx, logger), sh)
 }
 
-func (s *Sharder) setLeading(i int, on bool) {
+func (s *Sharder) setLeading(i int, c *campaign, on bool) {
 	s.mu.Lock()
+	c.leading = on
 	if on {
 		s.leading[i] = struct{}{}
 	} else {
@@ -696,7 +753,9 @@ func (s *Sharder) stop(ctx context.Context) {
 	s.mu.Lock()
 	campaigns := make([]*campaign, 0, len(s.work))
 	for _, c := range s.work {
-		c.cancel()
+		if !c.leaving {
+			s.leaveLocked(c)
+		}
 		campaigns = append(campaigns, c)
 	}
 	s.mu.Unlock()

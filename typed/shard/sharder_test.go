@@ -401,3 +401,76 @@ func TestEveryShardLeaseCarriesTheGroupLabel(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkFinishesTheHandOverHoldingTheLease checks Shard.Held: after work's context
+// ends, the shard's Lease stays held (renewed) until work returns, or until Held ends
+// RenewDeadline later for work that does not return.
+func TestWorkFinishesTheHandOverHoldingTheLease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// handOver is what work does once its context has ended.
+		handOver      func(held context.Context)
+		wantHeldEnded bool
+	}{
+		{"work that returns once it has handed over", func(context.Context) { time.Sleep(300 * time.Millisecond) }, false},
+		{"work that waits for Held to end", func(held context.Context) { <-held.Done() }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := leasefake.NewServer().CoordinationV1()
+			type seen struct {
+				HolderDuringHandOver  string
+				HeldEndedBeforeReturn bool
+			}
+			var got seen
+			var left, returned time.Time
+			s, err := shard.New(shard.Options{
+				Client: server, Namespace: "default", Name: "test", Identity: "a", Space: shard.Space{Shards: 1},
+				LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, logCtx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithCancel(logCtx)
+			working := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- s.Run(ctx, func(ctx context.Context, sh shard.Shard) {
+					close(working)
+					<-ctx.Done()
+					left = time.Now()
+					if sh.Held().Err() != nil {
+						t.Error("Held had ended when work's context did")
+					}
+					l, err := server.Leases("default").Get(t.Context(), "test-shard-0", metav1.GetOptions{})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got.HolderDuringHandOver = strings.SplitN(ptr.Deref(l.Spec.HolderIdentity, ""), "_", 2)[0]
+					tc.handOver(sh.Held())
+					got.HeldEndedBeforeReturn = sh.Held().Err() != nil
+					returned = time.Now()
+				})
+			}()
+			<-working
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(seen{HolderDuringHandOver: "a", HeldEndedBeforeReturn: tc.wantHeldEnded}, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if tc.wantHeldEnded && returned.Sub(left) < 1500*time.Millisecond {
+				t.Errorf("Held ended %v after work's context, want RenewDeadline (1.5s)", returned.Sub(left))
+			}
+			l, err := server.Leases("default").Get(t.Context(), "test-shard-0", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != "" {
+				t.Errorf("the shard's Lease is held by %q after Run returned, want it released", holder)
+			}
+		})
+	}
+}
