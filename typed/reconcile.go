@@ -231,9 +231,15 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 // its handlers and returns with none of its goroutines left. Keys still queued, retries
 // still scheduled and the last states of deletions not yet reconciled are dropped: a
 // deletion that must never be missed, even while no replica runs the Loop, needs a
-// finalizer. Run returns ErrLoopRunning if the Loop is already running, and an error
+// finalizer. When the keys move to another process that runs on, RunHandingOver
+// reconciles those deletions first. Run returns ErrLoopRunning if the Loop is already running, and an error
 // wrapping ErrNilArgument for a nil controller, reconciler or predicate.
 func (l *Loop[T, L]) Run(ctx context.Context) error {
+	return l.serve(ctx, nil)
+}
+
+// serve is Run, and RunHandingOver when held is not nil.
+func (l *Loop[T, L]) serve(ctx, held context.Context) error {
 	switch {
 	case l.c == nil:
 		return fmt.Errorf("%w: the Loop's controller", ErrNilArgument)
@@ -324,6 +330,9 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 	<-ctx.Done()
 	run.q.ShutDown()
 	wg.Wait() // in-flight reconciles finish
+	if held != nil {
+		l.drain(held, run)
+	}
 	return nil
 }
 
@@ -449,17 +458,11 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 		req.LastKnown = run.tombstones[key]
 	}
 	l.mu.Unlock()
-	var zero T
-	switch {
-	case live:
+	if live {
 		req.Object = obj
 		req.Namespace, req.Name = obj.GetNamespace(), obj.GetName()
-	case req.LastKnown != zero:
-		req.Deleted = true
-		req.Namespace, req.Name = req.LastKnown.GetNamespace(), req.LastKnown.GetName()
-	default:
-		req.Deleted = true
-		req.Namespace, req.Name = event.SplitKey(key)
+	} else {
+		req = deletion(key, req.LastKnown)
 	}
 
 	logger := klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", key)

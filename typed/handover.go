@@ -1,0 +1,123 @@
+package typed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/event"
+)
+
+// ErrHandedOver is reported, wrapped with the reconcile's error, for a deletion whose
+// reconcile during a hand-over (RunHandingOver) failed or asked to be requeued: it is
+// not retried, as the Loop is stopping.
+var ErrHandedOver = errors.New("handed over before the deletion's reconcile succeeded")
+
+// RunHandingOver is Run for a Loop whose keys are moving to another process, such as a
+// shard handed over to another replica: that process will reconcile every live key, as
+// its cache lists them, but cannot know of the deletions this Loop has seen and not yet
+// reconciled.
+//
+// Until ctx ends it is Run. When ctx ends, it stops taking keys, lets in-flight
+// reconciles finish, and drops the live keys still queued and the retries scheduled, as
+// Run does; then, while held lasts, it reconciles once each deletion still pending
+// (queued, or with a retry or requeue scheduled), and each deletion its controller
+// delivers meanwhile, with its last state and a context derived from held, Options.Workers
+// at a time and one at a time per key. A key whose object exists again is not reconciled.
+// A reconcile that fails, panics or asks to be requeued is reported, wrapped with
+// ErrHandedOver, and not retried. It returns once no deletion is left, or at once after
+// the in-flight reconciles when held ends (their context is held's), dropping the rest.
+//
+// A nil held is an error wrapping ErrNilArgument, as are the arguments Run refuses.
+func (l *Loop[T, L]) RunHandingOver(ctx, held context.Context) error {
+	if held == nil {
+		return fmt.Errorf("%w: RunHandingOver's held context", ErrNilArgument)
+	}
+	return l.serve(ctx, held)
+}
+
+// drain reconciles the deletions run still holds the last state of, while held lasts.
+// The queue has shut down and no worker runs; the controller's handler still records
+// the deletions it delivers.
+func (l *Loop[T, L]) drain(held context.Context, run *loopRun[T]) {
+	l.mu.Lock()
+	for _, t := range run.retries {
+		if t.Stop() {
+			run.timers.Done()
+		}
+	}
+	clear(run.retries)
+	l.mu.Unlock()
+	for held.Err() == nil {
+		l.mu.Lock()
+		round := make(map[string]T, len(run.tombstones))
+		for key, last := range run.tombstones {
+			if _, live := l.c.Store().Get(key); !live {
+				round[key] = last
+			}
+		}
+		l.mu.Unlock()
+		if len(round) == 0 {
+			return
+		}
+		keys := make(chan string)
+		var wg sync.WaitGroup
+		for range min(l.opts.Workers, len(round)) {
+			wg.Go(func() {
+				for key := range keys {
+					l.reconcileDeletion(held, run, key, round[key])
+				}
+			})
+		}
+		for key := range round {
+			select {
+			case keys <- key:
+			case <-held.Done():
+			}
+		}
+		close(keys)
+		wg.Wait()
+	}
+}
+
+// reconcileDeletion reconciles key's deletion with its last state during a hand-over,
+// and forgets that state unless a newer deletion replaced it meanwhile.
+func (l *Loop[T, L]) reconcileDeletion(held context.Context, run *loopRun[T], key string, last T) {
+	if held.Err() != nil {
+		return
+	}
+	logger := klog.FromContext(held).WithValues("loop", l.opts.Name, "key", key)
+	start := time.Now()
+	res, err := l.reconcile(klog.NewContext(held, logger), deletion(key, last))
+	if l.opts.Metrics != nil {
+		l.opts.Metrics.ReconcileLatency(l.opts.Name, time.Since(start))
+	}
+	l.mu.Lock()
+	if run.tombstones[key] == last {
+		delete(run.tombstones, key)
+	}
+	l.mu.Unlock()
+	switch {
+	case err != nil:
+		l.report(held, logger, key, fmt.Errorf("%w: %w", ErrHandedOver, err), IsTerminal(err))
+	case res.RequeueAfter > 0:
+		l.report(held, logger, key, fmt.Errorf("%w: it asked to be requeued after %v", ErrHandedOver, res.RequeueAfter), false)
+	}
+}
+
+// deletion is the Request of key, deleted, whose last known state is last (nil when the
+// cache never held it).
+func deletion[T event.Object](key string, last T) Request[T] {
+	req := Request[T]{Key: key, Deleted: true, LastKnown: last}
+	var zero T
+	if last != zero {
+		req.Namespace, req.Name = last.GetNamespace(), last.GetName()
+	} else {
+		req.Namespace, req.Name = event.SplitKey(key)
+	}
+	return req
+}
