@@ -30,8 +30,10 @@
 //
 // A Loop runs, for each shard held, a cache of that shard's objects and a typed.Loop over
 // it. Gaining a shard lists it and reconciles every key in it, at the priority of an
-// initial list; losing one stops its loop, which finishes its in-flight reconciles and
-// drops its queued keys unreconciled, then stops its cache. An object that leaves this
+// initial list; losing one stops its loop, which finishes its in-flight reconciles,
+// drops its queued keys unreconciled but for deletions, which it reconciles while it
+// still holds the shard's Lease (DESIGN 15: the next owner cannot know of them), then
+// stops its cache. An object that leaves this
 // replica's scope because its shard moved gets no event at all: it is not deleted, its
 // cache is simply gone (DESIGN 17). An object never leaves a shard by itself, since its
 // UID and namespace never change.

@@ -28,7 +28,9 @@ var ErrOtherShard = errors.New("related object mapped to a key of another shard"
 // In DESIGN terms, a shard's cache is a controller of its own: gaining a shard starts
 // one, whose initial list reconciles every key of the shard (at the initial list's
 // priority, below live changes); losing a shard stops its typed.Loop, which finishes its
-// in-flight reconciles and drops the keys still queued without reconciling them, and
+// in-flight reconciles and drops the keys still queued without reconciling them, but
+// for deletions, which it reconciles while it still holds the shard's Lease (the next
+// owner's list cannot show them; see typed.Loop.RunHandingOver and Shard.Held), and
 // then stops its cache. Objects that leave this replica's scope that way are not
 // deleted: no event reports them, and no deletion is reconciled for them. An object
 // never leaves a shard by itself, as its UID and namespace never change.
@@ -211,7 +213,9 @@ func (l *Loop[T, L]) RunShard(ctx context.Context, sh Shard) {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	wg.Go(func() { l.watchShard(wctx, sh, c) })
-	if err := loop.Run(ctx); err != nil {
+	// The shard's next owner lists it, and reconciles every live key; the deletions
+	// queued here are reconciled before the Lease is released.
+	if err := loop.RunHandingOver(ctx, sh.Held()); err != nil {
 		l.report(ctx, "", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -226,5 +227,88 @@ func TestShardedLoopReconcilesEachKeyOnItsOwnerAndHandsOverAfterInFlightReconcil
 	}
 	if o := rec.overlaps(); len(o) != 0 {
 		t.Errorf("keys reconciled by two replicas at once: %v", o)
+	}
+}
+
+// queueMetrics reports each shard's queue depth through depth.
+type queueMetrics struct{ depth chan int }
+
+func (m queueMetrics) QueueDepth(_ string, n int) {
+	select {
+	case m.depth <- n:
+	default:
+	}
+}
+func (queueMetrics) Retry(string)                           {}
+func (queueMetrics) ReconcileLatency(string, time.Duration) {}
+func (queueMetrics) ReconcileError(string, bool)            {}
+
+// TestADeletionQueuedWhenTheShardMovesIsReconciledBeforeTheLeaseIsReleased checks DESIGN
+// 15 across a hand-over: the next owner lists the shard, which no longer shows the
+// deleted object, so the replica giving it up must reconcile the deletion itself.
+func TestADeletionQueuedWhenTheShardMovesIsReconciledBeforeTheLeaseIsReleased(t *testing.T) {
+	cluster := fake.NewClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a", UID: uuid.NewUUID()}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "b", UID: uuid.NewUUID()}},
+	)
+	leases := leasefake.NewServer().CoordinationV1()
+	s, err := shard.New(shard.Options{
+		Client: leases, Namespace: "default", Name: "loops", Identity: "a", Space: shard.Space{Shards: 1},
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	var stopping atomic.Bool
+	var initial atomic.Int32
+	blocked := make(chan struct{})
+	depth := make(chan int, 100)
+	loop := shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), typed.ReconcilerFunc[*corev1.ConfigMap](
+		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+			if req.Key == "default/a" && req.Object != nil && req.Object.Data["v"] == "2" {
+				close(blocked)
+				<-ctx.Done() // in flight until the shard is given up
+			}
+			if stopping.Load() {
+				mu.Lock()
+				got = append(got, fmt.Sprintf("%s deleted=%t last=%v", req.Key, req.Deleted, req.LastKnown != nil))
+				mu.Unlock()
+			}
+			initial.Add(1)
+			return typed.Result{}, nil
+		}), typed.Options{Metrics: queueMetrics{depth}})
+	_, logCtx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(logCtx)
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	waitFor(t, "both objects reconciled", func() bool { return initial.Load() == 2 })
+	if _, err := cluster.CoreV1().ConfigMaps("default").Update(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}, Data: map[string]string{"v": "2"},
+	}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	for len(depth) > 0 {
+		<-depth
+	}
+	if err := cluster.CoreV1().ConfigMaps("default").Delete(t.Context(), "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for n := range depth { // b's deletion queued behind a's reconcile
+		if n == 1 {
+			break
+		}
+	}
+	stopping.Store(true)
+	cancel() // the replica stops: its shard moves to the next owner
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]string{"default/a deleted=false last=false", "default/b deleted=true last=true"}, got); diff != "" {
+		t.Errorf("reconciles once the replica stopped (-want +got):\n%s", diff)
 	}
 }

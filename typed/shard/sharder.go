@@ -151,8 +151,8 @@ type Sharder struct {
 	// so that a replica started again under the same Identity (a StatefulSet's pod,
 	// force-deleted while cut off and maybe still working) takes none of its
 	// predecessor's shards as its own; it waits for their release or expiry.
-	holder string
-	renewed   time.Time             // when the member Lease was last renewed
+	holder  string
+	renewed time.Time // when the member Lease was last renewed
 
 	collecting sync.WaitGroup // deletions of the Leases of replicas gone for good
 	logged     []int          // the shards held, as last logged
