@@ -25,13 +25,17 @@ func Checked(leases coordinationclient.LeasesGetter) coordinationclient.LeasesGe
 	return checkedGetter{leases}
 }
 
-type checkedGetter struct{ coordinationclient.LeasesGetter }
+type checkedGetter struct {
+	coordinationclient.LeasesGetter
+}
 
 func (g checkedGetter) Leases(namespace string) coordinationclient.LeaseInterface {
 	return checked{g.LeasesGetter.Leases(namespace)}
 }
 
-type checked struct{ coordinationclient.LeaseInterface }
+type checked struct {
+	coordinationclient.LeaseInterface
+}
 
 func (c checked) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
 	l, err := c.LeaseInterface.Get(ctx, name, opts)
