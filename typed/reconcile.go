@@ -110,7 +110,8 @@ func (e *ReconcilePanicError) Error() string {
 // Metrics receives a Loop's counters and gauges. Implementations must be safe for
 // concurrent use.
 type Metrics interface {
-	// QueueDepth is called with the number of keys waiting.
+	// QueueDepth is called with the number of keys waiting. Its calls are made one at a
+	// time, in the order of the depths they carry, so the last one gives the depth now.
 	QueueDepth(loop string, depth int)
 	// Retry is called each time a key is put back after an error.
 	Retry(loop string)
@@ -163,6 +164,7 @@ type Loop[T event.Object, L reflect.List] struct {
 	preds []Predicate[T]
 
 	mu      sync.Mutex
+	depthMu sync.Mutex // orders the QueueDepth reports
 	related []func(enqueue func(key string, p priority)) (*controller.Registration, error)
 	run     *loopRun[T] // the running Run's state; nil while not running
 	// waiting holds the keys Enqueue was given while the Loop did not run, for the next
@@ -395,9 +397,15 @@ func (l *Loop[T, L]) Enqueue(key string) {
 }
 
 func (l *Loop[T, L]) depth(q *keyQueue) {
-	if l.opts.Metrics != nil {
-		l.opts.Metrics.QueueDepth(l.opts.Name, q.Len())
+	if l.opts.Metrics == nil {
+		return
 	}
+	// Under a lock, so that reports arrive in the order of the lengths they carry: a
+	// goroutine descheduled between reading the length and reporting it would otherwise
+	// leave a stale depth as the gauge's value until the next change.
+	l.depthMu.Lock()
+	defer l.depthMu.Unlock()
+	l.opts.Metrics.QueueDepth(l.opts.Name, q.Len())
 }
 
 // retryAfter schedules key to be reconciled again after d at priority p, replacing what
