@@ -129,8 +129,8 @@ func (s Shard) Ready() {
 // Hand-over is exclusive: when a shard is no longer assigned to this replica, its work's
 // context is cancelled, the Sharder waits for the work to return (a Loop lets its
 // in-flight reconciles finish, and reconciles its queued deletions while Shard.Held
-// lasts), and only then releases the Lease; the new owner acquires
-// it only then, or once it has expired if the old owner died or was cut off. A replica
+// lasts), and only then releases the Lease; the new owner acquires it only then, or once
+// it has expired if the old owner died or was cut off. A replica
 // that cannot renew a shard's Lease within RenewDeadline cancels that shard's work, as a
 // leader does (see typed.LeaderElection for the bound on LeaseDuration).
 type Sharder struct {
@@ -284,8 +284,9 @@ func (s *Sharder) Members() []string {
 //
 // When ctx ends, Run hands every shard over as if it moved away: it cancels every
 // shard's work, waits for it (for RenewDeadline at most if the work waits on Shard.Held),
-// releases the shards' Leases, deletes this replica's member Lease so that the others take its shards at
-// once, and returns with no goroutine left. It returns ErrRunning if the Sharder runs.
+// releases the shards' Leases, deletes this replica's member Lease so that the others
+// take its shards at once, and returns with no goroutine left. It returns ErrRunning if
+// the Sharder runs.
 func (s *Sharder) Run(ctx context.Context, work func(ctx context.Context, sh Shard)) error {
 	if work == nil {
 		return fmt.Errorf("%w: nil work", typed.ErrNilArgument)
