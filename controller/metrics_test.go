@@ -84,6 +84,9 @@ func TestMetricsReportListsEventsVersionsQueueAndHandlers(t *testing.T) {
 	mustAdd(t, c, "h", h)
 	run(t, c)
 	_ = src.WaitForWatchers(context.Background(), 1)
+	// The handler has a's addition before a is deleted: an addition not yet delivered
+	// and its deletion cancel out, and the handler would see neither.
+	h.waitFor(t, 2)
 	if _, err := src.Create(cm("ns", "c", nil)); err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,22 @@ var ErrLeaseDuration = errors.New("lease duration must be a whole number of seco
 // successor's Lease is never overwritten. A release that fails is logged, and a successor
 // then acquires the Lease once it expires. Run returns with no goroutine left.
 func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)) error {
+	if lead == nil {
+		return fmt.Errorf("%w: Run's lead", ErrNilArgument)
+	}
+	return le.RunHandingOver(ctx, func(ctx, _ context.Context) { lead(ctx) })
+}
+
+// RunHandingOver is Run, with a second context given to lead: held, which ends only when
+// this replica no longer holds the Lease (a renewal failed), or RenewDeadline after lead's
+// own context ended. Once lead's context ends, the Lease stays held and renewed until
+// lead returns, so that lead may use held to finish what a successor cannot do, such as
+// reconciling the deletions it has queued (typed.Loop.RunHandingOver): the successor's
+// cache cannot show them.
+func (le LeaderElection) RunHandingOver(ctx context.Context, lead func(ctx, held context.Context)) error {
+	if lead == nil {
+		return fmt.Errorf("%w: RunHandingOver's lead", ErrNilArgument)
+	}
 	if le.Identity == "" {
 		return ErrNoIdentity
 	}
@@ -144,7 +160,7 @@ func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)
 // reports whether lead ran. The elector is stopped and the Lease released even when lead
 // panics.
 func (le LeaderElection) term(ctx context.Context, cfg leaderelection.LeaderElectionConfig,
-	onNewLeader func(string), lead func(ctx context.Context)) (led bool, err error) {
+	onNewLeader func(string), lead func(ctx, held context.Context)) (led bool, err error) {
 	// client-go starts OnStartedLeading on a goroutine it does not wait for, so lead runs
 	// here instead, where term can wait for it.
 	started := make(chan context.Context, 1)
@@ -184,7 +200,9 @@ func (le LeaderElection) term(ctx context.Context, cfg leaderelection.LeaderElec
 		stop := context.AfterFunc(ctx, cancelRun)
 		defer stop()
 		defer logger.Info("stopped leading")
-		lead(runCtx)
+		held, endHeld := boundAfter(leadCtx, runCtx, cfg.RenewDeadline)
+		defer endHeld()
+		lead(runCtx, held)
 		return true, nil
 	case <-electDone:
 	case <-ctx.Done():
@@ -253,4 +271,32 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// boundAfter returns a context that ends with parent, or d after end has ended, and its
+// cancel function, which also stops the timer.
+func boundAfter(parent, end context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	var (
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
+	)
+	stopAfter := context.AfterFunc(end, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			timer = time.AfterFunc(d, cancel)
+		}
+	})
+	return ctx, func() {
+		stopAfter()
+		mu.Lock()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
 }

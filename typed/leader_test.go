@@ -555,3 +555,60 @@ func TestLeaderElectionNeedsAClient(t *testing.T) {
 		t.Errorf("Run without a client = %v, want ErrNoClient", err)
 	}
 }
+
+// TestRunHandingOverKeepsTheLeaseWhileLeadFinishes checks RunHandingOver's held context:
+// after lead's context ends, the Lease stays this replica's until lead returns, and held
+// ends RenewDeadline later, or as soon as a renewal fails.
+func TestRunHandingOverKeepsTheLeaseWhileLeadFinishes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// end ends lead's term: the caller's context, or renewals that fail.
+		end          func(cancel context.CancelFunc, cut *atomic.Bool)
+		wantHolder   string // the Lease's holder once lead's context has ended
+		wantHeldLate bool   // held still lasts then
+	}{
+		{"the caller's context ends", func(cancel context.CancelFunc, _ *atomic.Bool) { cancel() }, "a", true},
+		{"renewals fail", func(_ context.CancelFunc, cut *atomic.Bool) { cut.Store(true) }, "a", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := leasefake.NewServer()
+			var cut atomic.Bool
+			rejectUpdates(server, &cut, "a")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type seen struct {
+				Holder     string
+				HeldLasted bool
+			}
+			var got seen
+			var ended, heldEnded time.Time
+			working := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- leaderElection("a", server.CoordinationV1()).RunHandingOver(ctx, func(ctx, held context.Context) {
+					close(working)
+					<-ctx.Done()
+					ended = time.Now()
+					got.HeldLasted = held.Err() == nil
+					if l, err := server.CoordinationV1().Leases(leNamespace).Get(context.Background(), leName, metav1.GetOptions{}); err == nil {
+						got.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
+					}
+					<-held.Done()
+					heldEnded = time.Now()
+					cancel()
+				})
+			}()
+			<-working
+			tc.end(cancel, &cut)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(seen{Holder: tc.wantHolder, HeldLasted: tc.wantHeldLate}, got); diff != "" {
+				t.Errorf("once lead's context ended (-want +got):\n%s", diff)
+			}
+			if tc.wantHeldLate && heldEnded.Sub(ended) < leRenewDeadline {
+				t.Errorf("held ended %v after lead's context, want RenewDeadline (%v)", heldEnded.Sub(ended), leRenewDeadline)
+			}
+		})
+	}
+}

@@ -217,3 +217,81 @@ func TestLosingLeadershipStopsLoopsKeepsCachesAndLeadsAgain(t *testing.T) {
 		t.Errorf("reconciles over both terms (-want +got):\n%s", diff)
 	}
 }
+
+// depthMetrics sends each queue depth the Loop reports.
+type depthMetrics chan int
+
+func (d depthMetrics) QueueDepth(_ string, n int) {
+	select {
+	case d <- n:
+	default:
+	}
+}
+func (depthMetrics) Retry(string)                           {}
+func (depthMetrics) ReconcileLatency(string, time.Duration) {}
+func (depthMetrics) ReconcileError(string, bool)            {}
+
+// TestALeaderStoppingReconcilesItsQueuedDeletionsBeforeReleasingTheLease checks DESIGN 15
+// across a change of leader: the next leader's cache no longer shows an object deleted
+// while this one led, so the deletion this one queued must be reconciled by it, while it
+// still holds the Lease.
+func TestALeaderStoppingReconcilesItsQueuedDeletionsBeforeReleasingTheLease(t *testing.T) {
+	f := fake.New[cm, cmList](configMap("ns", "a", nil), configMap("ns", "b", nil))
+	server := leasefake.NewServer()
+	m := manager.New(manager.Options{LeaderElection: election("a", server)})
+	c := acquire(t, m, source(f))
+	var mu sync.Mutex
+	var got []string
+	var initial atomic.Int32
+	var stopping atomic.Bool
+	blocked := make(chan struct{})
+	depth := make(depthMetrics, 100)
+	_, err := manager.NewLoop(c, typed.ReconcilerFunc[cm](func(ctx context.Context, req typed.Request[cm]) (typed.Result, error) {
+		if req.Key == "ns/a" && req.Object != nil && req.Object.Labels["v"] == "2" {
+			close(blocked)
+			<-ctx.Done() // in flight until the leader stops
+		}
+		if stopping.Load() {
+			l, err := server.CoordinationV1().Leases("default").Get(context.Background(), "manager-test", metav1.GetOptions{})
+			holder := ""
+			if err == nil {
+				holder = ptr.Deref(l.Spec.HolderIdentity, "")
+			}
+			mu.Lock()
+			got = append(got, fmt.Sprintf("%s deleted=%t last=%t, lease held by %q", req.Key, req.Deleted, req.LastKnown != nil, holder))
+			mu.Unlock()
+		}
+		initial.Add(1)
+		return typed.Result{}, nil
+	}), typed.Options{Metrics: depth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, m)
+	eventually(t, "both objects reconciled", func() bool { return initial.Load() == 2 })
+	if _, err := f.Update(configMap("ns", "a", map[string]string{"v": "2"})); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, blocked, "a's update in flight")
+	for len(depth) > 0 {
+		<-depth
+	}
+	if _, err := f.Delete("ns", "b"); err != nil {
+		t.Fatal(err)
+	}
+	for n := range depth { // b's deletion queued behind a's update
+		if n == 1 {
+			break
+		}
+	}
+	stopping.Store(true)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{`ns/a deleted=false last=false, lease held by "a"`, `ns/b deleted=true last=true, lease held by "a"`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reconciles once the leader stopped (-want +got):\n%s", diff)
+	}
+}

@@ -55,7 +55,16 @@ func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[
 	m := c.m
 	err = m.add(&runnable{name: "loop " + opts.Name, leader: true, r: RunnableFunc(func(ctx context.Context) error {
 		return typed.RunAll(l.withLoop(ctx), runs...) // a reconcile's context carries l, for Enqueue
-	})})
+	}), handOver: func(ctx, held context.Context) error {
+		// Leadership moves on: the successor's cache cannot show the deletions queued
+		// here, so they are reconciled while the Lease is still held.
+		held = l.withLoop(held) // its reconciles may enqueue too
+		handOvers := make([]func(context.Context) error, len(l.loops))
+		for i, loop := range l.loops {
+			handOvers[i] = func(ctx context.Context) error { return loop.RunHandingOver(ctx, held) }
+		}
+		return typed.RunAll(l.withLoop(ctx), handOvers...)
+	}})
 	if err != nil {
 		own.Release()
 		return nil, err

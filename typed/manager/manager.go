@@ -134,12 +134,16 @@ type runnable struct {
 	name   string
 	r      Runnable
 	leader bool
+	// handOver, when set, runs r in a term of leadership instead of r.Run, with the
+	// term's held context (see typed.LeaderElection.RunHandingOver).
+	handOver func(ctx, held context.Context) error
 }
 
 // term is one term of leadership: the runnables that need leader election run in it.
 type term struct {
-	ctx context.Context
-	wg  sync.WaitGroup
+	ctx  context.Context
+	held context.Context // nil without leader election
+	wg   sync.WaitGroup
 }
 
 // Manager runs shared caches, reconcile loops and the program's own runnables together,
@@ -230,20 +234,21 @@ func (m *Manager) add(rn *runnable) error {
 	switch {
 	case m.state != running:
 	case !rn.leader:
-		m.startLocked(m.runCtx, &m.every, rn)
+		m.startLocked(m.runCtx, nil, &m.every, rn)
 	case m.term != nil:
-		m.startLocked(m.term.ctx, &m.term.wg, rn)
+		m.startLocked(m.term.ctx, m.term.held, &m.term.wg, rn)
 	}
 	return nil
 }
 
-// startLocked runs rn on a goroutine counted by wg. Called with m.mu held.
-func (m *Manager) startLocked(ctx context.Context, wg *sync.WaitGroup, rn *runnable) {
+// startLocked runs rn on a goroutine counted by wg, with the term's held context if
+// any. Called with m.mu held.
+func (m *Manager) startLocked(ctx, held context.Context, wg *sync.WaitGroup, rn *runnable) {
 	wg.Add(1)
 	m.active[rn.name]++
 	go func() {
 		defer wg.Done() // last, so that waiting for wg waits for the error too
-		err := call(ctx, rn)
+		err := call(ctx, held, rn)
 		m.mu.Lock()
 		if m.active[rn.name]--; m.active[rn.name] == 0 {
 			delete(m.active, rn.name)
@@ -256,13 +261,17 @@ func (m *Manager) startLocked(ctx context.Context, wg *sync.WaitGroup, rn *runna
 }
 
 // call runs rn, turning a panic into a *PanicError.
-func call(ctx context.Context, rn *runnable) (err error) {
+func call(ctx, held context.Context, rn *runnable) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Runnable: rn.name, Value: v, Stack: debug.Stack()}
 		}
 	}()
-	if err := rn.r.Run(ctx); err != nil {
+	run := rn.r.Run
+	if held != nil && rn.handOver != nil {
+		run = func(ctx context.Context) error { return rn.handOver(ctx, held) }
+	}
+	if err := run(ctx); err != nil {
 		return fmt.Errorf("runnable %q: %w", rn.name, err)
 	}
 	return nil
@@ -308,8 +317,10 @@ func (m *Manager) fail(ctx context.Context, err error) {
 // and the other runnables.
 //
 // Then it shuts down gracefully: it ends the runnables' contexts (loops stop taking keys
-// and let in-flight reconciles finish), waits for them to return and for leader election
-// to release the Lease, then stops the caches and the probe server. It returns nil after a
+// and let in-flight reconciles finish; while leading, they then reconcile the deletions
+// they have queued, which the next leader's cache cannot show, for the election's
+// RenewDeadline at most), waits for them to return and for leader election to release
+// the Lease, then stops the caches and the probe server. It returns nil after a
 // clean stop, or every runnable's error joined (a panic as *PanicError), each wrapped with
 // the runnable's name. It returns no later than Options.ShutdownTimeout after the
 // shutdown began, with an error wrapping ErrShutdownTimeout that names what still ran:
@@ -348,7 +359,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	for _, rn := range m.runnables {
 		if !rn.leader {
-			m.startLocked(runCtx, &m.every, rn)
+			m.startLocked(runCtx, nil, &m.every, rn)
 		}
 	}
 	m.mu.Unlock()
@@ -368,18 +379,19 @@ func (m *Manager) Run(ctx context.Context) error {
 func (m *Manager) runLeader(ctx context.Context) {
 	le := m.opts.LeaderElection
 	if le == nil {
-		m.lead(ctx)
+		m.lead(ctx, nil)
 		return
 	}
-	if err := le.Run(ctx, m.lead); err != nil {
+	if err := le.RunHandingOver(ctx, m.lead); err != nil {
 		m.fail(ctx, fmt.Errorf("leader election: %w", err))
 	}
 }
 
 // lead runs one term: it starts the runnables that need leader election, and returns once
 // the term has ended and they have all returned, so that the Lease is released only then.
-func (m *Manager) lead(ctx context.Context) {
-	t := &term{ctx: ctx}
+// held, nil without leader election, lasts while the Lease is held after the term.
+func (m *Manager) lead(ctx, held context.Context) {
+	t := &term{ctx: ctx, held: held}
 	m.mu.Lock()
 	if m.state != running {
 		m.mu.Unlock()
@@ -388,7 +400,7 @@ func (m *Manager) lead(ctx context.Context) {
 	m.term = t
 	for _, rn := range m.runnables {
 		if rn.leader {
-			m.startLocked(ctx, &t.wg, rn)
+			m.startLocked(ctx, held, &t.wg, rn)
 		}
 	}
 	m.mu.Unlock()
