@@ -240,6 +240,11 @@ func TestACacheWhoseResourceIsRemovedStopsThenResumesWhenItIsServedAgain(t *test
 			}
 			receive(t, reconciled.ch, "a reconcile at start")
 			receive(t, reconciled.ch, "the other reconcile at start")
+			// Synced means listed: the deletions reach the cache through its watch, which
+			// must be open before remove() makes the resource not served.
+			if err := r.objs.WaitForWatchers(testContext(t), 1); err != nil {
+				t.Fatal(err)
+			}
 
 			r.remove()
 			wantNotServed(t, m, c)
