@@ -28,11 +28,22 @@ import (
 // version the list was read at, so the server refuses it with a conflict if anyone
 // changed the object meanwhile, and a finalizer that another writer added or removed is
 // never lost. On a conflict the object is read again and the patch recomputed, with
-// client-go's retry.DefaultRetry backoff (5 tries).
+// client-go's retry.DefaultRetry backoff (5 tries). A patch is only ever applied to the
+// object it was computed for: one of the same name but another UID (the object was
+// deleted and created again) is left alone.
+//
+// A Finalizer decides on a state at least as new as its own last write of the object
+// (DESIGN 20): a stale cached copy, from before the watch delivered that write, neither
+// makes it add the finalizer again nor run the cleanup again after it removed the
+// finalizer. It is safe for concurrent use by many reconcile workers, and remembers for
+// that, per object, the state each of its writes returned, until it is given the object
+// at least as new (or deleted): at most 4096 objects, the least recently written
+// forgotten first, and none for more than 10 minutes.
 type Finalizer[T event.Object] struct {
 	name    string
 	clients func(namespace string) (Patcher[T], error)
 	cleanup func(ctx context.Context, obj T) error
+	last    *lastWrites[T]
 }
 
 // NewFinalizer returns a Finalizer named name (a qualified name such as
@@ -45,6 +56,7 @@ func NewFinalizer[T event.Object, C Patcher[T]](clients func(namespace string) C
 		name:    name,
 		clients: perNamespace(clients, func(c C) Patcher[T] { return c }),
 		cleanup: cleanup,
+		last:    newLastWrites[T](),
 	}
 }
 
@@ -63,9 +75,15 @@ func NewFinalizer[T event.Object, C Patcher[T]](clients func(namespace string) C
 // true at once: the finalizer is never added to an object on its way out, which the API
 // server forbids anyway.
 //
-// Adding the finalizer to an object that no longer exists returns true and a *WriteError
-// wrapping ErrGone; removing it from an object that is already gone is a success. Nil
-// arguments are errors wrapping ErrNilArgument.
+// These decisions are made on req.Object, or, when it is older (by resource version) than
+// the state this Finalizer's own last write of the object returned, on that state; when
+// the two resource versions cannot be ordered (they are not decimal), on the object as
+// read from the server. The cleanup is given the state decided on.
+//
+// Adding the finalizer to an object that no longer exists (deleted, or deleted and
+// created again under its name) returns true and a *WriteError wrapping ErrGone; removing
+// it from an object that is already gone is a success. Nil arguments are errors wrapping
+// ErrNilArgument.
 func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool, err error) {
 	switch {
 	case f == nil:
@@ -77,28 +95,44 @@ func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool
 	case f.name == "":
 		return false, fmt.Errorf("%w: the finalizer's name", ErrNilArgument)
 	case req.Deleted:
+		if !nilness.IsNil(req.Object) {
+			f.last.forget(writeKey(req.Object.GetNamespace(), req.Object.GetName()))
+		}
 		return true, nil
 	case nilness.IsNil(req.Object):
 		return false, fmt.Errorf("%w: the object of request %q", ErrNilArgument, req.Key)
 	}
 	obj := req.Object
-	client, err := f.clients(obj.GetNamespace())
+	namespace, name := obj.GetNamespace(), obj.GetName()
+	client, err := f.clients(namespace)
 	if err != nil {
 		return false, err
 	}
+	addOp, removeOp := "adding finalizer "+f.name+" to", "removing finalizer "+f.name+" from"
 	logger := klog.FromContext(ctx).WithValues("finalizer", f.name)
-	if obj.GetDeletionTimestamp() == nil {
-		if slices.Contains(obj.GetFinalizers(), f.name) {
+	state, err := f.newest(ctx, client, obj)
+	switch {
+	case err == nil:
+	case obj.GetDeletionTimestamp() == nil:
+		err = writeError(addOp, obj, namespace, name, err, true)
+		return apierrors.IsNotFound(err), err
+	case apierrors.IsNotFound(err):
+		return true, nil // gone: nothing is left to clean up for, nor to remove the finalizer from
+	default:
+		return true, writeError(removeOp, obj, namespace, name, err, false)
+	}
+	if state.GetDeletionTimestamp() == nil {
+		if slices.Contains(state.GetFinalizers(), f.name) {
 			return false, nil
 		}
-		cur, err := f.patch(ctx, client, obj, func(cur T) ([]string, bool) {
+		cur, err := f.patch(ctx, client, obj, state, func(cur T) ([]string, bool) {
 			if cur.GetDeletionTimestamp() != nil || slices.Contains(cur.GetFinalizers(), f.name) {
 				return nil, false
 			}
 			return append(slices.Clone(cur.GetFinalizers()), f.name), true
 		})
 		if err != nil {
-			err = writeError("adding finalizer "+f.name+" to", obj, obj.GetNamespace(), obj.GetName(), err, true)
+			err = writeError(addOp, obj, namespace, name, err, true)
 			return apierrors.IsNotFound(err), err
 		}
 		if cur.GetDeletionTimestamp() != nil {
@@ -107,13 +141,13 @@ func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool
 		logger.V(2).Info("Added finalizer", "object", klog.KObj(obj))
 		return false, nil
 	}
-	if !slices.Contains(obj.GetFinalizers(), f.name) {
+	if !slices.Contains(state.GetFinalizers(), f.name) {
 		return true, nil
 	}
-	if err := f.cleanup(ctx, obj); err != nil {
+	if err := f.cleanup(ctx, state); err != nil {
 		return true, fmt.Errorf("cleanup of finalizer %s for %s %s: %w", f.name, kindOf(obj), klog.KObj(obj), err)
 	}
-	_, err = f.patch(ctx, client, obj, func(cur T) ([]string, bool) {
+	_, err = f.patch(ctx, client, obj, state, func(cur T) ([]string, bool) {
 		i := slices.Index(cur.GetFinalizers(), f.name)
 		if i < 0 {
 			return nil, false
@@ -124,10 +158,42 @@ func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool
 		err = nil // gone: nothing is left to remove the finalizer from
 	}
 	if err != nil {
-		return true, writeError("removing finalizer "+f.name+" from", obj, obj.GetNamespace(), obj.GetName(), err, false)
+		return true, writeError(removeOp, obj, namespace, name, err, false)
 	}
 	logger.V(2).Info("Cleaned up and removed finalizer", "object", klog.KObj(obj))
 	return true, nil
+}
+
+// newest returns the state of obj to decide on: obj, or the state this Finalizer's own
+// last write of it returned when obj is older, or, when their resource versions cannot
+// be ordered, the object as read from the server. An object that is gone, or that a
+// newer state shows replaced by another of the same name, is an error that
+// apierrors.IsNotFound sees.
+func (f *Finalizer[T]) newest(ctx context.Context, client Patcher[T], obj T) (T, error) {
+	var zero T
+	state, fresh := f.last.newest(writeKey(obj.GetNamespace(), obj.GetName()), obj)
+	switch fresh {
+	case ownIsNewer:
+		// A copy: the cleanup is given it, and what is remembered is never modified.
+		own, _, err := copies(state)
+		if err != nil {
+			return zero, err
+		}
+		state = own
+	case unordered:
+		got, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		switch {
+		case err != nil:
+			return zero, err
+		case nilness.IsNil(got):
+			return zero, fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
+		}
+		state = got
+	}
+	if otherObject(obj, state) {
+		return zero, errRecreated(obj, state)
+	}
+	return state, nil
 }
 
 // finalizerPatch is a JSON merge patch of metadata.finalizers. It carries the resource
@@ -140,11 +206,13 @@ type finalizerPatch struct {
 	} `json:"metadata"`
 }
 
-// patch sets obj's finalizers to what change computes from them, unless change says there
-// is nothing to do. On a conflict it reads the object again and recomputes. It returns
-// the state change was last given.
-func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj T, change func(cur T) ([]string, bool)) (T, error) {
-	cur, reread := obj, false
+// patch sets obj's finalizers to what change computes from them, starting from state (obj
+// or a newer state of it), unless change says there is nothing to do. On a conflict it
+// reads the object again and recomputes; an object read again that is not obj (another
+// UID) is not patched, and the error says obj is gone. It remembers the state the patch
+// returned, and returns the state change was last given.
+func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj, state T, change func(cur T) ([]string, bool)) (T, error) {
+	cur, reread := state, false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if reread {
 			got, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
@@ -153,6 +221,9 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj T, chan
 			}
 			if nilness.IsNil(got) {
 				return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
+			}
+			if otherObject(obj, got) {
+				return errRecreated(obj, got)
 			}
 			cur = got
 		}
@@ -168,7 +239,10 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj T, chan
 		if err != nil {
 			return err
 		}
-		_, err = client.Patch(ctx, cur.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
+		written, err := client.Patch(ctx, cur.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
+		if err == nil {
+			f.last.record(writeKey(obj.GetNamespace(), obj.GetName()), written)
+		}
 		return err
 	})
 	return cur, err

@@ -50,10 +50,18 @@ const (
 // and the server's defaults without a generic merge. Set the fields you own one by one:
 // a mutation that replaces a whole struct the server fills in (a container list, say)
 // differs from the stored object every time and writes every time.
+//
+// An Owned is safe for concurrent use by many reconcile workers. So that a cache (see
+// WithCache) that has not seen its last write of an object yet never makes it skip a
+// write, it remembers, per object, the state each of its writes returned, until the
+// cache shows the object at least as new: at most 4096 objects, the least recently
+// written forgotten first, and none for more than 10 minutes. The copies WithCache makes
+// share what it remembers.
 type Owned[O event.Object, T event.Object] struct {
 	clients   func(namespace string) (CreateUpdater[T], error)
 	ownerKind schema.GroupVersionKind
 	cache     CacheReader[T]
+	last      *lastWrites[T]
 }
 
 // NewOwned returns an Owned that writes through clients, a function from a namespace to a
@@ -71,6 +79,7 @@ func NewOwned[O event.Object, T event.Object, C CreateUpdater[T]](clients func(n
 	return &Owned[O, T]{
 		clients:   perNamespace(clients, func(c C) CreateUpdater[T] { return c }),
 		ownerKind: ownerKind,
+		last:      newLastWrites[T](),
 	}
 }
 
@@ -79,6 +88,12 @@ func NewOwned[O event.Object, T event.Object, C CreateUpdater[T]](clients func(n
 // there, CreateOrUpdate makes no API call at all. Otherwise it reads the object from the
 // server and decides on that, so a stale cache, or one whose Transform dropped fields,
 // never causes a write of stale data.
+//
+// A cached object older (by resource version) than the state o's own last write of it
+// returned is not compared with: that state is, so that a cache that has not seen the
+// write yet never makes CreateOrUpdate skip a write that brings the object back to what
+// the cache still shows (DESIGN 20). A cached object whose resource version cannot be
+// ordered against that state (not decimal) is not compared with at all.
 func (o *Owned[O, T]) WithCache(cache CacheReader[T]) *Owned[O, T] {
 	if o == nil {
 		return nil
@@ -93,7 +108,9 @@ func (o *Owned[O, T]) WithCache(cache CacheReader[T]) *Owned[O, T] {
 // If the object does not exist, mutate is applied to a new object with that namespace and
 // name, the controller reference added, and the object created. If it exists, mutate is
 // applied to a copy of it, the controller reference added unless it is there, and the
-// result written only if it differs from the object (equality.Semantic.DeepEqual).
+// result written only if it differs from the object (equality.Semantic.DeepEqual): the
+// object as read from the server, or, with WithCache, first the cached object or the
+// state o's own last write of it returned, whichever is newer.
 // mutate may set anything but the namespace and name; for a custom resource written
 // through the dynamic client, it must set the object's apiVersion and kind (see
 // Dynamic.Create). The update carries the resource version that was read, and a conflict
@@ -130,10 +147,13 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 	if err != nil {
 		return fail(err)
 	}
+	key := writeKey(namespace, name)
 	if !nilness.IsNil(o.cache) {
 		if cached, ok := o.cache.GetByName(namespace, name); ok && !nilness.IsNil(cached) {
-			if _, same, err := desired(cached, ref, mutate); err == nil && same {
-				return Unchanged, nil
+			if cur, fresh := o.last.newest(key, cached); fresh != unordered {
+				if _, same, err := desired(cur, ref, mutate); err == nil && same {
+					return Unchanged, nil
+				}
 			}
 		}
 	}
@@ -152,9 +172,11 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 				return err
 			}
 			setControllerRef(obj, ref)
-			if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			created, err := client.Create(ctx, obj, metav1.CreateOptions{})
+			if err != nil {
 				return err
 			}
+			o.last.record(key, created)
 			change = Created
 			logger.V(2).Info("Created owned object", "owner", klog.KObj(owner))
 			return nil
@@ -170,9 +192,11 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 			change = Unchanged
 			return err
 		}
-		if _, err := client.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		updated, err := client.Update(ctx, obj, metav1.UpdateOptions{})
+		if err != nil {
 			return err
 		}
+		o.last.record(key, updated)
 		change = Updated
 		if metav1.GetControllerOfNoCopy(cur) == nil {
 			// Not silent: the object may have been made by hand.

@@ -22,10 +22,18 @@ import (
 // already wrote makes no API call at all, so it does not trigger itself again through a
 // watch event either. (A status write that does change the status does not change
 // metadata.generation, so a Loop with the GenerationChanged predicate does not
-// reconcile its own status writes.)
+// reconcile its own status writes.) It compares with a state at least as new as its own
+// last write of the object, never with an older cached copy, so no write is ever skipped
+// because the cache has not seen the one before it (DESIGN 20).
+//
+// A StatusWriter is safe for concurrent use by many reconcile workers. To compare with
+// its own last writes it remembers, per object, the state each returned, until it is
+// given the object at least as new (the cache has caught up): at most 4096 objects, the
+// least recently written forgotten first, and none for more than 10 minutes.
 type StatusWriter[T event.Object, S any] struct {
 	clients func(namespace string) (StatusUpdater[T], error)
 	status  func(obj T) *S
+	last    *lastWrites[T]
 }
 
 // NewStatusWriter returns a StatusWriter that writes through clients, a function from a
@@ -37,6 +45,7 @@ func NewStatusWriter[T event.Object, S any, C StatusUpdater[T]](clients func(nam
 	return &StatusWriter[T, S]{
 		clients: perNamespace(clients, func(c C) StatusUpdater[T] { return c }),
 		status:  status,
+		last:    newLastWrites[T](),
 	}
 }
 
@@ -45,18 +54,28 @@ func NewStatusWriter[T event.Object, S any, C StatusUpdater[T]](clients func(nam
 // which case it makes no API call. obj is normally the reconciled object from the cache,
 // and is never modified; mutate gets a deep copy of its status.
 //
-// The write carries obj's resource version, so it never overwrites a newer state: on a
-// conflict the object is read again, mutate applied again to its current status, and the
-// write retried (client-go's retry.RetryOnConflict with retry.DefaultRetry, 5 tries). So
-// mutate should compute the status from what it is given and from the state the
-// reconcile observed, as meta.SetStatusCondition does; it must not change anything but
-// the status it is given. The status is written in full: a cache that drops status fields
-// (a Transform) would erase them.
+// When obj is older (by resource version) than the state this writer's own last write of
+// the object returned, mutate is applied to, compared with, and written over that state
+// instead: a cache that has not seen the last write yet neither hides a change from the
+// comparison nor makes the write conflict. When the two resource versions cannot be
+// ordered (they are not decimal), the object is read from the server first.
 //
-// Errors are *WriteErrors: for an object that no longer exists one wrapping ErrGone, for
-// a kind without a status subresource one wrapping ErrNoStatusSubresource, and after the
-// last conflict one wrapping the server's conflict error. Nil arguments are errors
-// wrapping ErrNilArgument.
+// The write carries the resource version of the state it was computed from, so it never
+// overwrites a newer state: on a conflict the object is read again, mutate applied again
+// to its current status, and the write retried (client-go's retry.RetryOnConflict with
+// retry.DefaultRetry, 5 tries). So mutate should compute the status from what it is given
+// and from the state the reconcile observed, as meta.SetStatusCondition does; it must
+// not change anything but the status it is given. The status is written in full: a cache
+// that drops status fields (a Transform) would erase them.
+//
+// The status is only ever written to obj itself: an object of the same name with another
+// UID (obj was deleted and created again since it was read) is left alone, and obj
+// reported gone.
+//
+// Errors are *WriteErrors: for an object that no longer exists (deleted, or deleted and
+// created again) one wrapping ErrGone, for a kind without a status subresource one
+// wrapping ErrNoStatusSubresource, and after the last conflict one wrapping the server's
+// conflict error. Nil arguments are errors wrapping ErrNilArgument.
 func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(status *S)) error {
 	switch {
 	case w == nil:
@@ -78,7 +97,12 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 	if err != nil {
 		return fail(err)
 	}
-	cur, reread := obj, false
+	key := writeKey(namespace, name)
+	cur, fresh := w.last.newest(key, obj)
+	if fresh == ownIsNewer && otherObject(obj, cur) {
+		return fail(errRecreated(obj, cur))
+	}
+	reread := fresh == unordered
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if reread {
 			got, err := client.Get(ctx, name, metav1.GetOptions{})
@@ -90,6 +114,9 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 			}
 			if nilness.IsNil(got) {
 				return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
+			}
+			if otherObject(obj, got) {
+				return errRecreated(obj, got)
 			}
 			cur = got
 		}
@@ -106,11 +133,12 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 		if equality.Semantic.DeepEqual(w.status(before), status) {
 			return nil
 		}
-		_, err = client.UpdateStatus(ctx, desired, metav1.UpdateOptions{})
+		written, err := client.UpdateStatus(ctx, desired, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) {
-			return w.notFound(ctx, client, name, err)
+			return w.notFound(ctx, client, desired, err)
 		}
 		if err == nil {
+			w.last.record(key, written)
 			klog.FromContext(ctx).V(2).Info("Updated status", "kind", kindOf(obj), "object", klog.KObj(cur))
 		}
 		return err
@@ -118,15 +146,21 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 	return fail(err)
 }
 
-// notFound tells apart the two reasons for UpdateStatus to return NotFound: the object
-// is gone, or its kind has no status subresource (the object still exists).
-func (w *StatusWriter[T, S]) notFound(ctx context.Context, client StatusUpdater[T], name string, err error) error {
-	switch _, getErr := client.Get(ctx, name, metav1.GetOptions{}); {
+// notFound tells apart the reasons for UpdateStatus of written to return NotFound: the
+// object is gone (also when an object of the same name but another UID has been created
+// since), or its kind has no status subresource (the object still exists).
+func (w *StatusWriter[T, S]) notFound(ctx context.Context, client StatusUpdater[T], written T, err error) error {
+	got, getErr := client.Get(ctx, written.GetName(), metav1.GetOptions{})
+	switch {
 	case apierrors.IsNotFound(getErr):
 		return fmt.Errorf("%w: %w", ErrGone, err)
-	case getErr == nil:
-		return fmt.Errorf("%w: %w", ErrNoStatusSubresource, err)
-	default:
+	case getErr != nil:
 		return err
+	case nilness.IsNil(got):
+		return fmt.Errorf("%w (reading the object to tell why: %w: the client's Get returned a nil object)", err, reflect.ErrNilResult)
+	case otherObject(written, got):
+		return fmt.Errorf("%w: %w (an object of the same name was created again since, uid %s)", ErrGone, err, got.GetUID())
+	default:
+		return fmt.Errorf("%w: %w", ErrNoStatusSubresource, err)
 	}
 }

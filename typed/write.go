@@ -1,10 +1,15 @@
 package typed
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"sync"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -93,4 +98,179 @@ func copies[T event.Object](obj T) (before, after T, err error) {
 		return before, after, fmt.Errorf("copying %T: %w", obj, err)
 	}
 	return before, after, nil
+}
+
+// A writer compares before it writes, and what it compares with is normally the cache's
+// copy of the object, which may not have seen the writer's own last write yet: in the same
+// reconcile, or in the next one before the watch delivered the write. Compared with that
+// copy, a write bringing a field back to the value the copy still holds would look like no
+// change and be skipped, silently, while the server keeps the first write's value. So
+// each writer remembers, per object, the state the server returned from its own last
+// successful write, and compares with (and writes over) that state whenever the object
+// it is given is older (DESIGN 20: compare with a state at least as new as the writer's
+// own last write).
+const (
+	// lastWritesLimit is the most objects one writer remembers its last write of; beyond
+	// it, the least recently written is forgotten first.
+	lastWritesLimit = 4096
+	// lastWritesMaxAge is how long a writer remembers a write the caches it is given
+	// objects from have not caught up with; by then a cache that is not older still has
+	// a broken watch, and the Loop reconciling from it a larger problem.
+	lastWritesMaxAge = 10 * time.Minute
+)
+
+// freshness says how the object a writer is given compares with its own last write of
+// that object.
+type freshness int
+
+const (
+	// givenIsNewest: the writer has no later write of the object (none it remembers, or
+	// the given object is at least as new): the given object is compared with.
+	givenIsNewest freshness = iota
+	// ownIsNewer: the writer's own last write is newer than the given object: the state
+	// it got back from that write is compared with instead.
+	ownIsNewer
+	// unordered: the resource versions cannot be ordered (they are not decimal, which
+	// the API server's always are): the object must be read from the server.
+	unordered
+)
+
+// lastWrites remembers, per object key (namespace/name), the state a writer got back
+// from its own last successful write of that object. Its memory is bounded: an entry is
+// forgotten once the writer is given the object at a resource version at least as new
+// as the entry's (the cache has caught up), after lastWritesMaxAge, and, beyond
+// lastWritesLimit entries, least recently written first. A forgotten entry makes the
+// writer compare with the object it is given, as if it had never written it. Keyed by
+// name, an entry also covers an object deleted and created again under that name:
+// resource versions order states across both, and UIDs tell them apart.
+//
+// It is safe for concurrent use; a nil *lastWrites remembers nothing.
+type lastWrites[T event.Object] struct {
+	mu     sync.Mutex
+	limit  int
+	maxAge time.Duration
+	now    func() time.Time
+	byKey  map[string]*list.Element // of *lastWrite[T]
+	order  list.List                // least recently written first
+}
+
+type lastWrite[T event.Object] struct {
+	key string
+	obj T // as the server returned it; never modified
+	at  time.Time
+}
+
+func newLastWrites[T event.Object]() *lastWrites[T] {
+	return &lastWrites[T]{limit: lastWritesLimit, maxAge: lastWritesMaxAge, now: time.Now, byKey: map[string]*list.Element{}}
+}
+
+// writeKey is the key lastWrites keeps an object under.
+func writeKey(namespace, name string) string { return namespace + "/" + name }
+
+// newest returns the newest state of the object key that the writer knows, given obj: obj
+// itself, or the state it got back from its own last write of the object when obj is
+// older than that; and which of the two it is. It forgets the write once obj is at least
+// as new.
+func (l *lastWrites[T]) newest(key string, obj T) (T, freshness) {
+	if l == nil {
+		return obj, givenIsNewest
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expireLocked()
+	e, ok := l.byKey[key]
+	if !ok {
+		return obj, givenIsNewest
+	}
+	last := e.Value.(*lastWrite[T]).obj
+	switch {
+	case last.GetResourceVersion() == obj.GetResourceVersion() || event.NotNewer(obj, last):
+		l.removeLocked(e)
+		return obj, givenIsNewest
+	case event.NotNewer(last, obj):
+		return last, ownIsNewer
+	default:
+		return obj, unordered
+	}
+}
+
+// record remembers written, the state the server returned from a write of the object
+// key, unless the writer remembers a newer one. A state without a resource version,
+// which no API server returns, is not remembered.
+func (l *lastWrites[T]) record(key string, written T) {
+	if l == nil || nilness.IsNil(written) || written.GetResourceVersion() == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expireLocked()
+	if e, ok := l.byKey[key]; ok {
+		last := e.Value.(*lastWrite[T]).obj
+		if last.GetResourceVersion() != written.GetResourceVersion() && event.NotNewer(last, written) {
+			return // a concurrent write of the same object returned a newer state first
+		}
+		l.removeLocked(e)
+	}
+	l.byKey[key] = l.order.PushBack(&lastWrite[T]{key: key, obj: written, at: l.now()})
+	for l.order.Len() > l.limit {
+		l.removeLocked(l.order.Front())
+	}
+}
+
+// forget forgets the write of the object key: it is deleted, and its deletion observed.
+func (l *lastWrites[T]) forget(key string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.byKey[key]; ok {
+		l.removeLocked(e)
+	}
+}
+
+// len returns how many writes are remembered.
+func (l *lastWrites[T]) len() int {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expireLocked()
+	return l.order.Len()
+}
+
+func (l *lastWrites[T]) expireLocked() {
+	now := l.now()
+	for e := l.order.Front(); e != nil && now.Sub(e.Value.(*lastWrite[T]).at) > l.maxAge; e = l.order.Front() {
+		l.removeLocked(e)
+	}
+}
+
+func (l *lastWrites[T]) removeLocked(e *list.Element) {
+	delete(l.byKey, e.Value.(*lastWrite[T]).key)
+	l.order.Remove(e)
+}
+
+// otherObject reports whether a and b are different objects (by UID) of the same name:
+// one was deleted and the other created under its name. Objects without a UID are
+// taken to be the same.
+func otherObject(a, b metav1.Object) bool {
+	return a.GetUID() != "" && b.GetUID() != "" && a.GetUID() != b.GetUID()
+}
+
+// errRecreated returns the error of a write to obj found to be gone because an object of
+// the same name, now, is another object: ErrGone and a NotFound (apierrors.IsNotFound)
+// naming both UIDs. Nothing is written to the new object.
+func errRecreated(obj, now metav1.Object) error {
+	return fmt.Errorf("%w: %w", ErrGone, &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusNotFound,
+		Reason: metav1.StatusReasonNotFound,
+		Details: &metav1.StatusDetails{
+			Name: obj.GetName(),
+			UID:  obj.GetUID(),
+		},
+		Message: fmt.Sprintf("the object of uid %s was deleted, and an object of the same name created again (uid %s)", obj.GetUID(), now.GetUID()),
+	}})
 }

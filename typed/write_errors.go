@@ -15,7 +15,10 @@ import (
 
 // ErrGone is wrapped, together with the server's NotFound error, by a write to an object
 // that no longer exists: a status update or a finalizer added to an object deleted since
-// it was read. The object is never created again by such a write.
+// it was read. The object is never created again by such a write. An object deleted and
+// created again under its name (another UID) since it was read is gone too: nothing is
+// written to the new object, and the error wraps, with ErrGone, the server's NotFound or
+// one made by the writer that names both UIDs (apierrors.IsNotFound sees either).
 var ErrGone = errors.New("object no longer exists")
 
 // ErrNoStatusSubresource is wrapped by a status update of an object whose kind has no
