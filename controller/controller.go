@@ -33,9 +33,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/klog/v2"
+
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/recovered"
 	"github.com/typedinformer/typedinformer/queue"
 	"github.com/typedinformer/typedinformer/reflect"
 )
@@ -67,8 +70,15 @@ type Controller[T event.Object, L reflect.List] struct {
 	reflector  *reflect.Reflector[T, L]
 	dist       distributor[T]
 	nilSource  bool // New was given a nil ListerWatcher
-	// detectMutations: the writer keeps copies, and Run checks them when it ends.
+	// detectMutations: the writer keeps snapshots, and Run checks them when it ends.
 	detectMutations bool
+	// onMutation is Options.OnMutation.
+	onMutation func(context.Context, *eventcache.MutationError)
+	// mutations holds the mutations found by writes, for Run to return, up to
+	// maxKeptMutations; mutationsDropped counts those beyond. Guarded by mutMu.
+	mutMu            sync.Mutex
+	mutations        []error
+	mutationsDropped int
 
 	synced     atomic.Bool
 	syncedCh   chan struct{}
@@ -102,6 +112,7 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options
 	if o.DetectMutations || os.Getenv(MutationDetectorEnv) == "true" {
 		c.writer.DetectMutations()
 		c.detectMutations = true
+		c.onMutation = o.OnMutation
 	}
 	eqOpts := eventcache.Options[T]{
 		KeyFunc:     o.KeyFunc,
@@ -113,7 +124,13 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options
 	}
 	c.collection = eventcache.NewEventQueueCollection(c.writer.Store(), eqOpts)
 	c.consumer = eventcache.NewResourceTrackingConsumer[T](c.writer, &c.dist, func(err error) {
-		c.cfg.reportError(c.context(), err)
+		ctx := c.context()
+		c.cfg.reportError(ctx, err)
+		var m *eventcache.MutationError
+		if c.detectMutations && errors.As(err, &m) {
+			c.keepMutation(m)
+			c.callOnMutation(ctx, m)
+		}
 	})
 	ropts := reflect.Options[T]{
 		Name:             o.Name,
@@ -162,8 +179,10 @@ func (c *Controller[T, L]) onSynced() {
 // handlers (letting an event being handled finish), and returns once none of its
 // goroutines is left. It returns ErrAlreadyStarted if called twice, and
 // ErrNilListerWatcher at once for a Controller made with a nil ListerWatcher. With
-// Options.DetectMutations, it returns the cached objects found changed in place when it
-// ends (*eventcache.MutationError, joined).
+// Options.DetectMutations, it returns every cached object the detector found changed in
+// place, each a *eventcache.MutationError, joined (errors.As finds the first): those
+// found by writes while it ran, in the order found, then those its final check finds,
+// in key order; nil when there are none.
 func (c *Controller[T, L]) Run(ctx context.Context) error {
 	if c.nilSource {
 		var zero T
@@ -198,15 +217,62 @@ func (c *Controller[T, L]) Run(ctx context.Context) error {
 	}
 	c.wg.Wait()
 	if c.detectMutations {
-		// Every handler has returned: what differs now was changed by one of them, or by
-		// a reader, and will never be caught at an update.
-		err := c.writer.CheckMutations()
-		if err != nil {
-			c.cfg.reportError(ctx, err)
-		}
-		return err
+		return c.checkMutations(ctx)
 	}
 	return nil
+}
+
+// maxKeptMutations bounds the mutations found by writes that Run keeps to return, for a
+// test whose handler changes every object it is handed, on every event.
+const maxKeptMutations = 1000
+
+// keepMutation keeps m, found by a write, for Run to return.
+func (c *Controller[T, L]) keepMutation(m *eventcache.MutationError) {
+	c.mutMu.Lock()
+	defer c.mutMu.Unlock()
+	if len(c.mutations) < maxKeptMutations {
+		c.mutations = append(c.mutations, m)
+	} else {
+		c.mutationsDropped++
+	}
+}
+
+// checkMutations, at the end of Run, when the consumer and every handler have returned,
+// checks every cached object (what differs now was changed by a handler or a reader, and
+// will never be caught at an update), reports each mutation it finds as the writes'
+// are, and returns them after those the writes found.
+func (c *Controller[T, L]) checkMutations(ctx context.Context) error {
+	var found []error
+	if err := c.writer.CheckMutations(); err != nil {
+		found = []error{err}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			found = joined.Unwrap()
+		}
+	}
+	for _, err := range found {
+		c.cfg.reportError(ctx, err)
+		var m *eventcache.MutationError
+		if errors.As(err, &m) {
+			c.callOnMutation(ctx, m)
+		}
+	}
+	c.mutMu.Lock()
+	errs := append(append([]error(nil), c.mutations...), found...)
+	if c.mutationsDropped > 0 {
+		errs = append(errs, fmt.Errorf("%d more cached objects found changed in place by writes (reported, not kept)", c.mutationsDropped))
+	}
+	c.mutMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// callOnMutation calls Options.OnMutation, if set, with nothing locked, and recovers and
+// logs a panic in it: it runs on the consumer's goroutine and in Run.
+func (c *Controller[T, L]) callOnMutation(ctx context.Context, m *eventcache.MutationError) {
+	if c.onMutation == nil {
+		return
+	}
+	defer recovered.Log(klog.FromContext(ctx), m, "OnMutation panicked", "controller", c.cfg.name, "key", m.Key)
+	c.onMutation(ctx, m)
 }
 
 // startRunner starts r's goroutine. Called with c.mu held.

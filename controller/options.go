@@ -78,16 +78,30 @@ type Options[T event.Object] struct {
 	// Indexers are secondary indexes of the known objects, by name, queried with
 	// Store().ByIndex. Every controller also has eventcache.NamespaceIndex.
 	Indexers eventcache.Indexers[T]
-	// DetectMutations turns on the mutation detector, for tests: the cache keeps a deep
-	// copy of every object and finds objects that handlers, reconcilers or readers changed
-	// in place, which they must never do (cached objects are shared and read-only). Each
-	// one found when it is next updated or deleted is reported through OnError as an
-	// *eventcache.MutationError with its key and a go-cmp diff, and Run checks every
-	// object when it ends and returns what it found. The environment variable
-	// TYPEDINFORMER_CACHE_MUTATION_DETECTOR=true turns it on for every controller of a
-	// test binary, as client-go's KUBE_CACHE_MUTATION_DETECTOR does. It doubles the
-	// cache's memory and adds a deep copy per write: leave it off in production.
+	// DetectMutations turns on the mutation detector, for tests: the cache keeps a
+	// snapshot of every object (its JSON encoding, so that a hand-written DeepCopyObject
+	// that copies only the top level hides nothing; see eventcache.Writer.DetectMutations)
+	// and finds objects that handlers, reconcilers or readers changed in place, which they
+	// must never do (cached objects are shared and read-only). Each one is reported as an
+	// *eventcache.MutationError with its key and a go-cmp diff, through OnError and
+	// OnMutation: when the object is next updated or deleted, or, for the objects still
+	// changed when Run ends, by the check Run then makes of every object. Run returns them
+	// all. An object that does not encode as JSON is watched through its DeepCopyObject
+	// instead, and the first one is reported through OnError. The environment variable TYPEDINFORMER_CACHE_MUTATION_DETECTOR=true turns it on
+	// for every controller of a test binary, as client-go's KUBE_CACHE_MUTATION_DETECTOR
+	// does. It keeps the objects' encodings and encodes every written object: leave it off
+	// in production.
 	DetectMutations bool
+	// OnMutation, when set, is called with each cached object the mutation detector finds
+	// changed in place, once, as it is found: on the consumer's goroutine after the write
+	// that found it, or in Run, after every handler has returned, for those found by its
+	// final check. It lets a test fail at once, with the key and the diff, where Run's
+	// error does not reach it (a controller run by a Manager). Nothing is locked while it
+	// runs; it must not block, and a panic in it is recovered and logged as an error
+	// through ctx's logger (klog.FromContext). It is called only while the detector is on
+	// (DetectMutations or the environment variable): setting it does not turn the
+	// detector on. The errors OnError receives include the same mutations.
+	OnMutation func(ctx context.Context, m *eventcache.MutationError)
 }
 
 // MutationDetectorEnv is the environment variable that, set to "true", turns on
@@ -114,6 +128,9 @@ func mergeOptions[T event.Object](opts []Options[T]) Options[T] {
 		}
 		if o.OnError != nil {
 			m.OnError = o.OnError
+		}
+		if o.OnMutation != nil {
+			m.OnMutation = o.OnMutation
 		}
 		if o.KeyFunc != nil {
 			m.KeyFunc = o.KeyFunc

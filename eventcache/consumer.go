@@ -45,7 +45,8 @@ type ResourceTrackingConsumer[T event.Object] struct {
 // NewResourceTrackingConsumer returns a consumer that is the only writer of w's store and
 // delivers to sink. onError, when not nil, receives index function errors (the object is
 // stored regardless), stale watch events and, when w detects mutations, the cached objects
-// found changed in place (*MutationError); it is called from Report, once the key's
+// found changed in place (*MutationError) and the first object found not to encode as
+// JSON (see Writer.DetectMutations); it is called from Report, once the key's
 // events are delivered and nothing is locked, so it may add or remove handlers.
 func NewResourceTrackingConsumer[T event.Object](w *Writer[T], sink Sink[T], onError func(error)) *ResourceTrackingConsumer[T] {
 	return &ResourceTrackingConsumer[T]{w: w, sink: sink, onError: onError}

@@ -45,10 +45,8 @@ type Store[T event.Object] struct {
 	// nsSizes, set by reserve, sizes each namespace's key set of the namespace index when
 	// it is created, so that the first list does not rehash the sets as they fill.
 	nsSizes map[string]int
-	// copies, when the mutation detector is on, holds a deep copy of each stored object as
-	// it was stored; found collects the differences writes met (see DetectMutations).
-	copies map[string]T
-	found  []error
+	// mut is the mutation detector's state, when it is on (see DetectMutations).
+	mut *detector[T]
 }
 
 type item[T event.Object] struct {
@@ -144,8 +142,8 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 		it = &item[T]{key: key, obj: obj}
 		s.items[key] = it
 	}
-	if s.copies != nil {
-		s.keepCopy(key, prior, existed, obj)
+	if s.mut != nil {
+		s.mut.keep(key, prior, existed, obj)
 	}
 	// The namespace index is maintained inline: it is on every store, and an IndexFunc
 	// call would allocate two slices per update.
@@ -197,8 +195,8 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 	}
 	prior = it.obj
 	delete(s.items, key)
-	if s.copies != nil {
-		s.dropCopy(key, prior)
+	if s.mut != nil {
+		s.mut.drop(key, prior)
 	}
 	removeKey(s.indices[NamespaceIndex], prior.GetNamespace(), key)
 	for name, fn := range s.indexers {
