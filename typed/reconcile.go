@@ -133,8 +133,10 @@ type Options struct {
 	// or negative, the default, never gives up: with resyncs off, a key dropped after an
 	// outage would never be reconciled again.
 	MaxRetries int
-	// RateLimiter spaces out retries; when nil, workqueue.DefaultTypedControllerRateLimiter
-	// (per key 5ms doubling up to 1000s, overall 10 per second with bursts of 100).
+	// RateLimiter spaces out retries; when nil (or a typed nil),
+	// workqueue.DefaultTypedControllerRateLimiter (per key 5ms doubling up to 1000s,
+	// overall 10 per second with bursts of 100). A panic in one of its methods is logged
+	// and that default answers instead.
 	RateLimiter workqueue.TypedRateLimiter[string]
 	// OnError receives every reconcile error, including recovered panics and
 	// ErrRetriesExhausted, instead of the log. It must not block. When nil, each error is
@@ -142,8 +144,8 @@ type Options struct {
 	OnError func(ctx context.Context, key string, err error)
 	// Metrics receives counters and gauges; none when nil.
 	Metrics Metrics
-	// Clock times retries and Result.RequeueAfter; the real clock when nil. Tests use a
-	// fake one.
+	// Clock times retries and Result.RequeueAfter; the real clock when nil (or a typed
+	// nil). Tests use a fake one.
 	Clock clock.WithDelayedExecution
 }
 
@@ -213,8 +215,12 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 		var zero T
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
-	if opts.Clock == nil {
+	// Typed nils count as unset: they would otherwise panic on a worker or timer.
+	if nilness.IsNil(opts.Clock) {
 		opts.Clock = clock.RealClock{}
+	}
+	if nilness.IsNil(opts.RateLimiter) {
+		opts.RateLimiter = nil
 	}
 	if !nilness.IsNil(opts.Metrics) {
 		opts.Metrics = safeMetrics{opts.Metrics}
@@ -229,7 +235,10 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 // Options.Workers workers. Every key the controller knows is reconciled once after Run
 // starts, and every later event reconciles its key, with the key the controller computed.
 //
-// When ctx ends it stops taking new keys, lets in-flight reconciles finish, unregisters
+// When ctx ends it stops taking new keys, lets in-flight reconciles finish (their
+// context is ctx: a reconcile that then fails with ctx's error was interrupted, which is
+// logged at verbosity 2, not reported as a failure, and keeps a deletion's last state for
+// RunHandingOver), unregisters
 // its handlers and returns with none of its goroutines left. Keys still queued, retries
 // still scheduled and the last states of deletions not yet reconciled are dropped: a
 // deletion that must never be missed, even while no replica runs the Loop, needs a
@@ -251,9 +260,9 @@ func (l *Loop[T, L]) serve(ctx, held context.Context) error {
 	if err := checkPredicates(l.preds, "the Loop's"); err != nil {
 		return err
 	}
-	limiter := l.opts.RateLimiter
-	if limiter == nil {
-		limiter = workqueue.DefaultTypedControllerRateLimiter[string]()
+	var limiter workqueue.TypedRateLimiter[string] = workqueue.DefaultTypedControllerRateLimiter[string]()
+	if l.opts.RateLimiter != nil {
+		limiter = safeLimiter{l.opts.RateLimiter, limiter, l.opts.Name}
 	}
 	run := &loopRun[T]{
 		q:          newKeyQueue(),
@@ -480,6 +489,10 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 		l.opts.Metrics.ReconcileLatency(l.opts.Name, time.Since(start))
 	}
 	switch {
+	case err != nil && interrupted(ctx, err):
+		// Cut short by the Loop stopping, which is routine: not a failure to report or
+		// count. A deletion keeps its last state, for RunHandingOver's drain.
+		logger.V(2).Info("Reconcile interrupted: the loop is stopping", "err", err)
 	case err == nil && res.RequeueAfter > 0:
 		// Still pending: a deletion keeps its last state for the requeued reconcile.
 		l.forgetFailures(run, key)
@@ -503,6 +516,12 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 		l.retryAfter(run, key, prio, run.limiter.When(key))
 	}
 	return true
+}
+
+// interrupted reports whether err, a reconcile's, says only that ctx, the Loop's, ended
+// during the reconcile.
+func interrupted(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // done forgets what the Loop kept for key once it is not going to be retried: its failure
@@ -576,4 +595,38 @@ func (s safeMetrics) ReconcileLatency(loop string, d time.Duration) {
 func (s safeMetrics) ReconcileError(loop string, terminal bool) {
 	defer recovered.Log(klog.Background(), nil, "Metrics.ReconcileError panicked", "loop", loop)
 	s.m.ReconcileError(loop, terminal)
+}
+
+// safeLimiter keeps a panicking Options.RateLimiter from ending the process: it is
+// called on workers. A panic is logged and the default limiter answers instead.
+type safeLimiter struct {
+	l        workqueue.TypedRateLimiter[string]
+	fallback workqueue.TypedRateLimiter[string]
+	loop     string
+}
+
+func (s safeLimiter) When(key string) (d time.Duration) {
+	defer func() {
+		if v := recover(); v != nil {
+			klog.Background().Error(fmt.Errorf("panic: %v", v), "Options.RateLimiter.When panicked; the default rate limiter spaces this retry", "loop", s.loop, "key", key)
+			d = s.fallback.When(key)
+		}
+	}()
+	return s.l.When(key)
+}
+
+func (s safeLimiter) Forget(key string) {
+	s.fallback.Forget(key)
+	defer recovered.Log(klog.Background(), nil, "Options.RateLimiter.Forget panicked", "loop", s.loop, "key", key)
+	s.l.Forget(key)
+}
+
+func (s safeLimiter) NumRequeues(key string) (n int) {
+	defer func() {
+		if v := recover(); v != nil {
+			klog.Background().Error(fmt.Errorf("panic: %v", v), "Options.RateLimiter.NumRequeues panicked; the default rate limiter counts this key's failures", "loop", s.loop, "key", key)
+			n = s.fallback.NumRequeues(key)
+		}
+	}()
+	return s.l.NumRequeues(key)
 }

@@ -27,14 +27,28 @@ import (
 // Called before the Loop runs, Related's handler is registered on secondary each time
 // the Loop runs, and the Loop starts reconciling only once secondary has synced, so that
 // reconcilers can read its store. Called while the Loop runs, it takes effect at once
-// (the running Loop does not wait for secondary to sync) and for every later Run. A nil
-// secondary, mapping or predicate is reported by Run as an error wrapping
-// ErrNilArgument.
+// (the running Loop does not wait for secondary to sync) and for every later Run.
+//
+// It returns an error wrapping ErrNilArgument for a nil l, secondary, mapping or
+// predicate. Run returns the same error for the last three, so that an unchecked mistake
+// still stops the Loop rather than reconciling without the relation.
 func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	l *Loop[T, L], secondary *controller.Controller[S, SL], keysOf func(S) []string, preds ...Predicate[S],
-) {
+) error {
 	preds = slices.Clone(preds)
 	var zero S
+	if l == nil {
+		return fmt.Errorf("%w: Related's Loop, for %T", ErrNilArgument, zero)
+	}
+	validate := func() error {
+		switch {
+		case secondary == nil:
+			return fmt.Errorf("%w: Related's controller of %T", ErrNilArgument, zero)
+		case keysOf == nil:
+			return fmt.Errorf("%w: Related's mapping of %T", ErrNilArgument, zero)
+		}
+		return checkPredicates(preds, fmt.Sprintf("Related's %T", zero))
+	}
 	logValues := []any{"loop", l.opts.Name, "related", fmt.Sprintf("%T", zero)}
 	// A mapping or predicate that panics, or a mapping that returns an empty key, is
 	// reported as the Loop's error: the secondary controller knows nothing of the Loop.
@@ -57,13 +71,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 		}
 	}
 	add := func(enqueue func(key string, p priority)) (*controller.Registration, error) {
-		switch {
-		case secondary == nil:
-			return nil, fmt.Errorf("%w: Related's controller of %T", ErrNilArgument, zero)
-		case keysOf == nil:
-			return nil, fmt.Errorf("%w: Related's mapping of %T", ErrNilArgument, zero)
-		}
-		if err := checkPredicates(preds, fmt.Sprintf("Related's %T", zero)); err != nil {
+		if err := validate(); err != nil {
 			return nil, err
 		}
 		return secondary.AddHandler(l.opts.Name+"/related", controller.HandlerFunc[S](func(ctx context.Context, e event.Event[S]) {
@@ -83,12 +91,12 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	run := l.run
 	l.mu.Unlock()
 	if run == nil {
-		return
+		return validate()
 	}
 	reg, err := add(run.enqueue)
 	if err != nil {
 		l.report(context.Background(), klog.Background().WithValues(logValues...), "", fmt.Errorf("relating %T: %w", zero, err), false)
-		return
+		return err
 	}
 	l.mu.Lock()
 	running := l.run == run
@@ -99,6 +107,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	if !running {
 		reg.Remove() // that Run has returned meanwhile
 	}
+	return nil
 }
 
 // OwnerKeys returns a mapping for Related that maps an object to the keys of its owners

@@ -204,7 +204,14 @@ func Owns[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	if b == nil {
 		return nil
 	}
-	if src, ok := from.(Source[S, SL]); ok && src.ClusterScoped && !b.clusterScoped {
+	clusterScoped := false
+	switch from := from.(type) {
+	case Source[S, SL]:
+		clusterScoped = from.ClusterScoped
+	case *Cache[S, SL]:
+		clusterScoped = from != nil && from.clusterScoped
+	}
+	if clusterScoped && !b.clusterScoped {
 		b.fail(fmt.Errorf("Owns(%T): %w: a cluster-scoped kind cannot be owned by a namespaced one", zero, ErrScope))
 		return nil
 	}

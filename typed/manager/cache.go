@@ -154,12 +154,14 @@ type entry struct {
 // its other methods return ErrReleased; a nil handle reads as empty too, and its other
 // methods return an error wrapping typed.ErrNilArgument.
 type Cache[T event.Object, L reflect.List] struct {
-	m       *Manager
-	name    string
-	members []member[T, L] // sorted by namespace
+	m             *Manager
+	name          string
+	members       []member[T, L] // sorted by namespace
+	clusterScoped bool           // its Source's: keys have no namespace
 
 	released    atomic.Bool
 	releaseOnce sync.Once
+	releasing   chan struct{} // closed by Release
 	releasedCh  <-chan struct{}
 	mu          sync.Mutex
 	regs        map[*Registration]struct{} // the handlers added through this handle
@@ -235,6 +237,9 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 	}
 
 	c, err := newCache(m, src.GroupVersionResource, base, namespaces, lws, o)
+	if c != nil {
+		c.clusterScoped = src.ClusterScoped
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +270,7 @@ func newCache[T event.Object, L reflect.List](m *Manager, gvr schema.GroupVersio
 		keys[i] = base
 		keys[i].namespace = ns
 	}
-	c := &Cache[T, L]{m: m, regs: map[*Registration]struct{}{}}
+	c := &Cache[T, L]{m: m, regs: map[*Registration]struct{}{}, releasing: make(chan struct{})}
 	names := make([]string, len(keys))
 	for i, key := range keys {
 		e := m.entries[key]
@@ -475,6 +480,7 @@ func (c *Cache[T, L]) Release() <-chan struct{} {
 	c.releaseOnce.Do(func() {
 		c.mu.Lock()
 		c.released.Store(true)
+		close(c.releasing)
 		regs := c.regs
 		c.regs = nil
 		c.mu.Unlock()
@@ -595,8 +601,9 @@ func (c *Cache[T, L]) HasSynced() bool {
 }
 
 // WaitForSync blocks until HasSynced is true (returning nil), ctx is done (returning
-// ctx.Err(), wrapped with Err when the resource is not served), or returns ErrReleased for
-// a released handle.
+// ctx.Err(), wrapped with Err when the resource is not served), the handle is released
+// (returning ErrReleased, at once for a handle released before), or the Manager stops its
+// caches (returning ErrStopped): a cache that stopped will not sync.
 func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
 	if c == nil {
 		return fmt.Errorf("%w: a nil Cache", typed.ErrNilArgument)
@@ -604,6 +611,25 @@ func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
 	if c.released.Load() {
 		return ErrReleased
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-c.releasing:
+			cancel(ErrReleased)
+		case <-c.m.stoppedCh:
+			cancel(ErrStopped)
+		case <-ctx.Done():
+		}
+	}()
+	err := c.waitForSync(ctx)
+	if cause := context.Cause(ctx); err != nil && (errors.Is(cause, ErrReleased) || errors.Is(cause, ErrStopped)) {
+		return cause
+	}
+	return err
+}
+
+func (c *Cache[T, L]) waitForSync(ctx context.Context) error {
 	for _, mb := range c.members {
 		if err := mb.ctrl.WaitForSync(ctx); err != nil {
 			return c.whyNotSynced(err)
@@ -804,5 +830,6 @@ func (c *Cache[T, L]) clone() (*Cache[T, L], error) {
 	for _, mb := range c.members {
 		mb.e.refs++
 	}
-	return &Cache[T, L]{m: m, name: c.name, members: c.members, regs: map[*Registration]struct{}{}}, nil
+	return &Cache[T, L]{m: m, name: c.name, members: c.members, clusterScoped: c.clusterScoped, regs: map[*Registration]struct{}{},
+		releasing: make(chan struct{})}, nil
 }

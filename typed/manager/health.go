@@ -120,7 +120,7 @@ func (m *Manager) probeChecks(p probe) []namedCheck {
 	st, ended := m.state, m.ended
 	checks := []namedCheck{{"manager", func(*http.Request) error {
 		switch {
-		case st == idle:
+		case st == idle || st == starting:
 			return errors.New("not started")
 		case ended:
 			return errors.New("stopped")

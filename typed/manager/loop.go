@@ -6,6 +6,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/recovered"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
@@ -13,9 +14,10 @@ import (
 // Loop is a typed.Loop that the Manager runs while this replica leads, over a shared
 // cache. Create it with NewLoop; relate other caches to it with Related.
 type Loop[T event.Object, L reflect.List] struct {
-	cache *Cache[T, L]        // the Loop's own handle, held until the Manager stops
-	loops []*typed.Loop[T, L] // one per namespace of cache, in the order of its members
-	needs *loopNeeds
+	cache   *Cache[T, L]        // the Loop's own handle, held until the Manager stops
+	loops   []*typed.Loop[T, L] // one per namespace of cache, in the order of its members
+	needs   *loopNeeds
+	onError func(ctx context.Context, key string, err error) // typed.Options.OnError
 }
 
 // NewLoop adds to c's Manager a typed.Loop that reconciles c's keys with r: the Manager
@@ -44,7 +46,7 @@ func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop[T, L]{cache: own, needs: &loopNeeds{name: opts.Name}}
+	l := &Loop[T, L]{cache: own, needs: &loopNeeds{name: opts.Name}, onError: opts.OnError}
 	runs := make([]func(context.Context) error, len(own.members))
 	for i, mb := range own.members {
 		loop := typed.NewLoop(mb.ctrl, r, opts, preds...)
@@ -103,13 +105,17 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	if err != nil {
 		return err
 	}
-	for i, loop := range l.loops {
-		mapping := keysOf
-		if ns := l.cache.members[i].namespace; ns != "" {
-			mapping = inNamespace(ns, keysOf)
+	for i, p := range preds {
+		if p == nil {
+			own.Release()
+			return fmt.Errorf("%w: Related's predicate %d, for %T", typed.ErrNilArgument, i, zero)
 		}
+	}
+	for i, loop := range l.loops {
 		for _, mb := range own.members {
-			typed.Related(loop, mb.ctrl, mapping, preds...)
+			if err := typed.Related(loop, mb.ctrl, inScope(l, i, keysOf), preds...); err != nil {
+				return err // not reached: every argument was checked
+			}
 		}
 	}
 	m := l.cache.m
@@ -121,15 +127,34 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	return nil
 }
 
-// inNamespace keeps the keys of keysOf that are in namespace.
-func inNamespace[S event.Object](namespace string, keysOf func(S) []string) func(S) []string {
+// inScope keeps the keys of keysOf that belong to l's i-th typed.Loop. A key of a
+// namespace outside l's cache is dropped, as documented; a key of the wrong scope (see
+// ErrInvalidKey) is dropped and reported, by the first Loop's mapping only, since every
+// Loop's mapping sees it.
+func inScope[S event.Object, T event.Object, L reflect.List](l *Loop[T, L], i int, keysOf func(S) []string) func(S) []string {
 	return func(obj S) []string {
 		var keys []string
 		for _, key := range keysOf(obj) {
-			if ns, _ := event.SplitKey(key); ns == namespace {
+			ns, _ := event.SplitKey(key)
+			switch j, err := l.member(ns); {
+			case j == i:
 				keys = append(keys, key)
+			case err != nil && i == 0 && (ns == "") != l.cache.clusterScoped:
+				l.reportKey(key, fmt.Errorf("%w: related mapping gave %q for %s/%s, which %w",
+					ErrInvalidKey, key, obj.GetNamespace(), obj.GetName(), err))
 			}
 		}
 		return keys
 	}
+}
+
+// reportKey hands err, about key, to typed.Options.OnError, or logs it.
+func (l *Loop[T, L]) reportKey(key string, err error) {
+	logger := l.cache.m.logger().WithValues("loop", l.needs.name, "key", key)
+	if l.onError != nil {
+		defer recovered.Log(logger, err, "related key dropped, whose OnError panicked")
+		l.onError(context.Background(), key, err)
+		return
+	}
+	logger.Error(err, "Related key dropped")
 }

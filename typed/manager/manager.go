@@ -97,7 +97,7 @@ type Options struct {
 	// (see HealthzHandler and ReadyzHandler) until it returns.
 	HealthProbeAddress string
 	// HealthProbeListener, when set, is used instead of listening on HealthProbeAddress;
-	// Run closes it when it returns.
+	// Run closes it when it returns. A typed nil counts as unset.
 	HealthProbeListener net.Listener
 	// ResyncPeriod, when positive, makes every cache redeliver each object that has
 	// nothing pending to its handlers and loops that often (controller.Options.ResyncPeriod).
@@ -125,6 +125,7 @@ type state int
 
 const (
 	idle     state = iota
+	starting       // Run serves the probes; what is acquired or added waits for running
 	running        // caches and runnables start
 	stopping       // runnables are stopping; caches still run
 	stopped        // caches are stopping or stopped
@@ -156,10 +157,11 @@ type Manager struct {
 	// never held with mu.
 	indexMu sync.Mutex
 
-	mu      sync.Mutex
-	state   state
-	entries map[cacheKey]*entry // the shared caches, by key
-	private uint64              // the last key given to a cache that is never shared
+	mu        sync.Mutex
+	state     state
+	stoppedCh chan struct{}       // closed when state becomes stopped
+	entries   map[cacheKey]*entry // the shared caches, by key
+	private   uint64              // the last key given to a cache that is never shared
 	// cacheCtx is the context of the caches while Run runs: it outlives the runnables'.
 	cacheCtx  context.Context
 	caches    sync.WaitGroup // cache goroutines
@@ -178,10 +180,11 @@ type Manager struct {
 // New returns a Manager with opts, ready to Run.
 func New(opts Options) *Manager {
 	return &Manager{
-		opts:    opts,
-		entries: map[cacheKey]*entry{},
-		active:  map[string]int{},
-		checks:  map[probe][]namedCheck{},
+		opts:      opts,
+		stoppedCh: make(chan struct{}),
+		entries:   map[cacheKey]*entry{},
+		active:    map[string]int{},
+		checks:    map[probe][]namedCheck{},
 	}
 }
 
@@ -277,11 +280,12 @@ func call(ctx, held context.Context, rn *runnable) (err error) {
 	return nil
 }
 
-// cachesStopped reports whether m is stopping its caches, or has stopped.
-func (m *Manager) cachesStopped() bool {
+// stopping reports whether m is shutting down, or has stopped: from the end of Run's
+// context (or a runnable's failure), which the runnables see before Run's shutdown.
+func (m *Manager) stopping() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.state >= stopped
+	return m.state >= stopping || (m.runCtx != nil && m.runCtx.Err() != nil)
 }
 
 // logger returns the logger of Run's context, or klog's background logger before Run.
@@ -337,7 +341,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.mu.Unlock()
 		return ErrAlreadyStarted
 	}
-	m.state = running
+	m.state = starting
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The caches outlive the runnables, which read them while they finish.
@@ -350,10 +354,14 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err != nil {
 		m.mu.Lock()
 		m.state = stopped
+		close(m.stoppedCh)
 		m.mu.Unlock()
 		return err
 	}
+	// What Acquire and Add registered until now, meanwhile included, starts here, under
+	// the same lock as the change of state: after it, they start what they register.
 	m.mu.Lock()
+	m.state = running
 	for _, e := range m.entries {
 		m.startEntryLocked(e)
 	}
@@ -439,6 +447,7 @@ func (m *Manager) shutdown(ctx context.Context, stopCaches context.CancelFunc, l
 
 	m.mu.Lock()
 	m.state = stopped
+	close(m.stoppedCh)
 	stopCaches()
 	m.mu.Unlock()
 	if late == nil {
@@ -501,6 +510,9 @@ type probeServer struct {
 // serveProbes starts serving /healthz and /readyz, if the options ask for it.
 func (m *Manager) serveProbes(ctx context.Context) (*probeServer, error) {
 	l := m.opts.HealthProbeListener
+	if nilness.IsNil(l) {
+		l = nil // a typed nil is none, not a listener to call
+	}
 	if l == nil && m.opts.HealthProbeAddress == "" {
 		return nil, nil
 	}

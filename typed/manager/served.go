@@ -19,6 +19,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/nilness"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -284,7 +285,7 @@ func awaitServed[T event.Object, L reflect.List](m *Manager, cache string, gvr s
 		backoff := slow
 		fast := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: max(slow.Cap, slow.Duration)}
 		var crd *crdWatch
-		if crds != nil && gvr.Group != "" && gvr.Resource != "" {
+		if !nilness.IsNil(crds) && gvr.Group != "" && gvr.Resource != "" {
 			crd = watchCRD(ctx, crds, cache, gvr)
 			defer crd.stop()
 		}
@@ -319,10 +320,17 @@ func awaitServed[T event.Object, L reflect.List](m *Manager, cache string, gvr s
 }
 
 // isServed reports whether lw's resource is served: whether one list of it is answered
-// otherwise than 404 Not Found (another error is the reflector's to report and retry).
-func isServed[T event.Object, L reflect.List](ctx context.Context, lw controller.ListerWatcher[T, L]) bool {
+// otherwise than 404 Not Found. Another error, or a panic, is the reflector's to report
+// and retry: the cache lists again, and its reflector recovers the panic.
+func isServed[T event.Object, L reflect.List](ctx context.Context, lw controller.ListerWatcher[T, L]) (served bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			klog.FromContext(ctx).V(2).Info("The ListerWatcher panicked while checking whether its resource is served", "panic", v)
+			served = ctx.Err() == nil
+		}
+	}()
 	_, err := lw.List(ctx, metav1.ListOptions{Limit: 1})
 	return ctx.Err() == nil && !apierrors.IsNotFound(err)
 }

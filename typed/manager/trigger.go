@@ -13,8 +13,9 @@ import (
 )
 
 // ErrInvalidKey is returned, wrapped, by Enqueue and Loop.Enqueue for a key that names no
-// object the Loop reconciles: one without a name, or of a namespace outside the Loop's
-// cache.
+// object the Loop reconciles: one without a name, of a namespace outside the Loop's cache,
+// with a namespace for a cluster-scoped kind, or without one for a namespaced kind. It is
+// reported, wrapped, for such a key from a Related mapping, which is dropped.
 var ErrInvalidKey = errors.New("invalid key")
 
 // ErrNotInReconcile is returned by Enqueue for a context that is not the context of a
@@ -84,8 +85,8 @@ func Enqueue(ctx context.Context, key string) error {
 // the keys waiting cost memory by key, not by call.
 //
 // It returns an error wrapping typed.ErrNilArgument for a nil l, ErrInvalidKey for a key
-// without a name or of a namespace outside l's cache, and ErrStopped once the Manager
-// has stopped its caches.
+// that names nothing l reconciles (see ErrInvalidKey), and ErrStopped once the Manager is
+// shutting down: no term of leadership starts then, so the key would never be reconciled.
 func (l *Loop[T, L]) Enqueue(key string) error {
 	if l == nil {
 		return fmt.Errorf("%w: Enqueue's loop", typed.ErrNilArgument)
@@ -94,11 +95,11 @@ func (l *Loop[T, L]) Enqueue(key string) error {
 	if name == "" {
 		return fmt.Errorf("%w: %q names no object", ErrInvalidKey, key)
 	}
-	i := l.member(ns)
-	if i < 0 {
-		return fmt.Errorf("%w: %q is outside the namespaces of loop %q", ErrInvalidKey, key, l.needs.name)
+	i, err := l.member(ns)
+	if err != nil {
+		return fmt.Errorf("%w: %q %w", ErrInvalidKey, key, err)
 	}
-	if l.cache.m.cachesStopped() {
+	if l.cache.m.stopping() {
 		return ErrStopped
 	}
 	l.loops[i].Enqueue(key)
@@ -121,13 +122,22 @@ func (l *Loop[T, L]) AddTrigger(name string, t Trigger) error {
 }
 
 // member returns the index of the member of l's cache, and of the typed.Loop, that keys
-// of namespace ns belong to, or -1 when they are not l's.
-func (l *Loop[T, L]) member(ns string) int {
-	ms := l.cache.members
-	if len(ms) == 1 && ms[0].namespace == "" {
-		return 0 // all namespaces, or a cluster-scoped resource
+// of namespace ns belong to, or why they are not l's: a key of the wrong scope would be
+// reconciled as deleted, its object never being in the cache under it.
+func (l *Loop[T, L]) member(ns string) (int, error) {
+	switch c := l.cache; {
+	case c.clusterScoped && ns != "":
+		return -1, fmt.Errorf("has a namespace, and loop %q reconciles a cluster-scoped kind", l.needs.name)
+	case !c.clusterScoped && ns == "":
+		return -1, fmt.Errorf("has no namespace, and loop %q reconciles a namespaced kind", l.needs.name)
+	case len(c.members) == 1 && c.members[0].namespace == "":
+		return 0, nil // all namespaces, or a cluster-scoped resource
 	}
-	return slices.IndexFunc(ms, func(mb member[T, L]) bool { return mb.namespace == ns })
+	i := slices.IndexFunc(l.cache.members, func(mb member[T, L]) bool { return mb.namespace == ns })
+	if i < 0 {
+		return -1, fmt.Errorf("is outside the namespaces of loop %q", l.needs.name)
+	}
+	return i, nil
 }
 
 // withLoop returns ctx carrying l, for Enqueue.

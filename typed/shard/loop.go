@@ -93,6 +93,9 @@ func (l *Loop[T, L]) WithCacheOptions(opts ...controller.Options[T]) *Loop[T, L]
 
 // Cached returns the number of objects cached for each shard this replica works on.
 func (l *Loop[T, L]) Cached() map[int]int {
+	if l == nil {
+		return map[int]int{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make(map[int]int, len(l.shards))
@@ -104,9 +107,12 @@ func (l *Loop[T, L]) Cached() map[int]int {
 
 // Get returns the cached object of key if this replica holds its shard.
 func (l *Loop[T, L]) Get(key string) (T, bool) {
-	l.mu.Lock()
-	shards := maps.Clone(l.shards)
-	l.mu.Unlock()
+	var shards map[int]*controller.Controller[T, L]
+	if l != nil {
+		l.mu.Lock()
+		shards = maps.Clone(l.shards)
+		l.mu.Unlock()
+	}
 	for _, c := range shards {
 		if obj, ok := c.Store().Get(key); ok {
 			return obj, true
@@ -123,7 +129,17 @@ func (l *Loop[T, L]) NeedLeaderElection() bool { return false }
 // Run divides the shards with the other replicas through the Sharder and reconciles the
 // keys of those held, until ctx ends; see Sharder.Run.
 func (l *Loop[T, L]) Run(ctx context.Context) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	return l.sharder.Run(ctx, l.RunShard)
+}
+
+// check returns the mistakes in l's arguments, which Run and RunShard refuse to run with.
+func (l *Loop[T, L]) check() error {
 	switch {
+	case l == nil:
+		return fmt.Errorf("%w: a nil Loop", typed.ErrNilArgument)
 	case l.sharder == nil:
 		return fmt.Errorf("%w: the Loop's sharder", typed.ErrNilArgument)
 	case nilness.IsNil(l.lw):
@@ -138,7 +154,7 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 			return fmt.Errorf("%w: the Loop's predicate %d", typed.ErrNilArgument, i)
 		}
 	}
-	return l.sharder.Run(ctx, l.RunShard)
+	return nil
 }
 
 // RunShard reconciles the keys of sh until ctx ends, then lets its in-flight reconciles
@@ -151,7 +167,19 @@ func (l *Loop[T, L]) Run(ctx context.Context) error {
 //		wg.Go(func() { databases.RunShard(ctx, sh) })
 //		wg.Wait()
 //	})
+//
+// The mistakes Run returns as errors (a nil Sharder, ListerWatcher, reconciler or
+// predicate, a Related call's) make RunShard report them (Options.OnError, or the log)
+// and return at once.
 func (l *Loop[T, L]) RunShard(ctx context.Context, sh Shard) {
+	if err := l.check(); err != nil {
+		if l == nil {
+			klog.FromContext(ctx).Error(err, "sharded loop not run", "shard", sh.Index)
+			return
+		}
+		l.report(ctx, "", err)
+		return
+	}
 	lw, err := Filter[T, L](l.lw, sh.Space, []int{sh.Index})
 	if err != nil {
 		l.report(ctx, "", err)
@@ -164,14 +192,17 @@ func (l *Loop[T, L]) RunShard(ctx context.Context, sh Shard) {
 	opts.Name = name
 	opts.Metrics = l.metrics(sh.Index)
 	loop := typed.NewLoop(c, typed.ReconcilerFunc[T](func(ctx context.Context, req typed.Request[T]) (typed.Result, error) {
+		// A key whose shard is given up while it waits for a worker was not reconciled:
+		// ctx's error says so to the Loop, which then drops a live key but keeps a
+		// deletion's last state, to reconcile it before the Lease is released.
 		select {
 		case l.workers <- struct{}{}:
 		case <-ctx.Done():
-			return typed.Result{}, nil // the shard is being given up: its queued keys are dropped
+			return typed.Result{}, ctx.Err()
 		}
 		defer func() { <-l.workers }()
-		if ctx.Err() != nil {
-			return typed.Result{}, nil // select picked the worker although ctx had ended too
+		if err := ctx.Err(); err != nil {
+			return typed.Result{}, err // select picked the worker although ctx had ended too
 		}
 		sh.Ready()
 		return l.r.Reconcile(ctx, req)
@@ -311,22 +342,28 @@ func (m shardMetrics) ReconcileError(loop string, terminal bool) {
 // and a shard reconciles only the keys whose objects its own cache holds; the others
 // belong to other shards, whose loops reconcile them.
 //
-// A nil lw or keysOf makes Run return an error wrapping typed.ErrNilArgument.
-func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l *Loop[T, L], lw controller.ListerWatcher[S, SL], keysOf func(S) []string, preds ...typed.Predicate[S]) {
+// It returns an error wrapping typed.ErrNilArgument for a nil l, lw, keysOf or
+// predicate, and relates nothing then; Run returns the same error, so that an unchecked
+// mistake still stops the Loop.
+func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l *Loop[T, L], lw controller.ListerWatcher[S, SL], keysOf func(S) []string, preds ...typed.Predicate[S]) error {
 	var zero S
+	if l == nil {
+		return fmt.Errorf("%w: Related's Loop, for %T", typed.ErrNilArgument, zero)
+	}
 	name := fmt.Sprintf("%s/related-%T", l.opts.Name, zero)
+	fail := func(err error) error {
+		l.errs = append(l.errs, err)
+		return err
+	}
 	switch {
 	case nilness.IsNil(lw):
-		l.errs = append(l.errs, fmt.Errorf("%w: the ListerWatcher of %s", typed.ErrNilArgument, name))
-		return
+		return fail(fmt.Errorf("%w: the ListerWatcher of %s", typed.ErrNilArgument, name))
 	case keysOf == nil:
-		l.errs = append(l.errs, fmt.Errorf("%w: the mapping of %s", typed.ErrNilArgument, name))
-		return
+		return fail(fmt.Errorf("%w: the mapping of %s", typed.ErrNilArgument, name))
 	}
 	for i, p := range preds {
 		if p == nil {
-			l.errs = append(l.errs, fmt.Errorf("%w: predicate %d of %s", typed.ErrNilArgument, i, name))
-			return
+			return fail(fmt.Errorf("%w: predicate %d of %s", typed.ErrNilArgument, i, name))
 		}
 	}
 	if l.sharder != nil && l.sharder.opts.Space.By == ByNamespace {
@@ -354,7 +391,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l 
 			}, preds...)
 			return []func(context.Context) error{c.Run}, nil
 		})
-		return
+		return nil
 	}
 	shared := &sharedCache[S, SL]{lw: lw, name: name, report: l.report}
 	l.related = append(l.related, func(ctx context.Context, sh Shard, loop *typed.Loop[T, L], primary *controller.Controller[T, L]) ([]func(context.Context) error, func()) {
@@ -371,6 +408,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l 
 		}, preds...)
 		return nil, shared.release
 	})
+	return nil
 }
 
 // sharedCache is a cache of all of a related ListerWatcher's objects, shared by the
