@@ -83,7 +83,8 @@ func NewFinalizer[T event.Object, C Patcher[T]](clients func(namespace string) C
 // Adding the finalizer to an object that no longer exists (deleted, or deleted and
 // created again under its name) returns true and a *WriteError wrapping ErrGone; removing
 // it from an object that is already gone is a success. Nil arguments are errors wrapping
-// ErrNilArgument.
+// ErrNilArgument; a client answering a patch with a nil object, a *WriteError wrapping
+// reflect.ErrNilResult.
 func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool, err error) {
 	switch {
 	case f == nil:
@@ -240,10 +241,14 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj, state 
 			return err
 		}
 		written, err := client.Patch(ctx, cur.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
-		if err == nil {
-			f.last.record(writeKey(obj.GetNamespace(), obj.GetName()), written)
+		if err != nil {
+			return err
 		}
-		return err
+		if nilness.IsNil(written) {
+			return fmt.Errorf("%w: the client's Patch returned a nil object", reflect.ErrNilResult)
+		}
+		f.last.record(writeKey(obj.GetNamespace(), obj.GetName()), written)
+		return nil
 	})
 	return cur, err
 }

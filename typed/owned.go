@@ -121,7 +121,8 @@ func (o *Owned[O, T]) WithCache(cache CacheReader[T]) *Owned[O, T] {
 // *WriteError wrapping an *OwnerConflictError (errors.Is ErrControlledByOther). An
 // existing object with no controller is adopted, and the adoption logged. An owner that
 // cannot own the object is an error wrapping ErrInvalidOwner; nil arguments are errors
-// wrapping ErrNilArgument. Every error is a *WriteError naming the object.
+// wrapping ErrNilArgument; a client answering a write with a nil object, one wrapping
+// reflect.ErrNilResult. Every error is a *WriteError naming the object.
 func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, name string, mutate func(obj T)) (Change, error) {
 	var zero T
 	fail := func(err error) (Change, error) {
@@ -176,6 +177,9 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 			if err != nil {
 				return err
 			}
+			if nilness.IsNil(created) {
+				return fmt.Errorf("%w: the client's Create returned a nil object", reflect.ErrNilResult)
+			}
 			o.last.record(key, created)
 			change = Created
 			logger.V(2).Info("Created owned object", "owner", klog.KObj(owner))
@@ -195,6 +199,9 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 		updated, err := client.Update(ctx, obj, metav1.UpdateOptions{})
 		if err != nil {
 			return err
+		}
+		if nilness.IsNil(updated) {
+			return fmt.Errorf("%w: the client's Update returned a nil object", reflect.ErrNilResult)
 		}
 		o.last.record(key, updated)
 		change = Updated

@@ -75,7 +75,8 @@ func NewStatusWriter[T event.Object, S any, C StatusUpdater[T]](clients func(nam
 // Errors are *WriteErrors: for an object that no longer exists (deleted, or deleted and
 // created again) one wrapping ErrGone, for a kind without a status subresource one
 // wrapping ErrNoStatusSubresource, and after the last conflict one wrapping the server's
-// conflict error. Nil arguments are errors wrapping ErrNilArgument.
+// conflict error. Nil arguments are errors wrapping ErrNilArgument; a client answering a
+// write with a nil object, an error wrapping reflect.ErrNilResult.
 func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(status *S)) error {
 	switch {
 	case w == nil:
@@ -137,11 +138,15 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 		if apierrors.IsNotFound(err) {
 			return w.notFound(ctx, client, desired, err)
 		}
-		if err == nil {
-			w.last.record(key, written)
-			klog.FromContext(ctx).V(2).Info("Updated status", "kind", kindOf(obj), "object", klog.KObj(cur))
+		if err != nil {
+			return err
 		}
-		return err
+		if nilness.IsNil(written) {
+			return fmt.Errorf("%w: the client's UpdateStatus returned a nil object", reflect.ErrNilResult)
+		}
+		w.last.record(key, written)
+		klog.FromContext(ctx).V(2).Info("Updated status", "kind", kindOf(obj), "object", klog.KObj(cur))
+		return nil
 	})
 	return fail(err)
 }

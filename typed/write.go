@@ -113,9 +113,9 @@ const (
 	// lastWritesLimit is the most objects one writer remembers its last write of; beyond
 	// it, the least recently written is forgotten first.
 	lastWritesLimit = 4096
-	// lastWritesMaxAge is how long a writer remembers a write the caches it is given
-	// objects from have not caught up with; by then a cache that is not older still has
-	// a broken watch, and the Loop reconciling from it a larger problem.
+	// lastWritesMaxAge is how long a writer remembers a write that the cache it is given
+	// objects from has not caught up with: a cache still behind by then has lost its
+	// watch, and the Loop reading it has a larger problem than a stale comparison.
 	lastWritesMaxAge = 10 * time.Minute
 )
 
@@ -130,8 +130,9 @@ const (
 	// ownIsNewer: the writer's own last write is newer than the given object: the state
 	// it got back from that write is compared with instead.
 	ownIsNewer
-	// unordered: the resource versions cannot be ordered (they are not decimal, which
-	// the API server's always are): the object must be read from the server.
+	// unordered: the resource versions cannot be ordered (they are not decimal integers,
+	// which kube-apiserver's, etcd revisions, always are): the object must be read from
+	// the server.
 	unordered
 )
 

@@ -10,12 +10,16 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/reflect"
+	"github.com/typedinformer/typedinformer/typed"
 )
 
 // rvServer is an API server in memory for one kind, for the writers' tests of stale
@@ -374,4 +378,75 @@ func rvFromMap[T event.Object](t *testing.T, m map[string]any) T {
 func rvNew[T event.Object]() T {
 	var zero T
 	return goreflect.New(goreflect.TypeOf(zero).Elem()).Interface().(T)
+}
+
+// nilAnswers is an rvServer client whose writes are made but answered with a nil object.
+type nilAnswers[T event.Object] struct{ *rvClient[T] }
+
+func (c nilAnswers[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	var zero T
+	_, err := c.rvClient.Create(ctx, obj, opts)
+	return zero, err
+}
+
+func (c nilAnswers[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	var zero T
+	_, err := c.rvClient.Update(ctx, obj, opts)
+	return zero, err
+}
+
+func (c nilAnswers[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	var zero T
+	_, err := c.rvClient.UpdateStatus(ctx, obj, opts)
+	return zero, err
+}
+
+func (c nilAnswers[T]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	var zero T
+	_, err := c.rvClient.Patch(ctx, name, pt, data, opts, subresources...)
+	return zero, err
+}
+
+// DESIGN 18: a client that answers a write with a nil object is a reported error
+// (reflect.ErrNilResult, in a WriteError naming the object), never a panic: the writer
+// cannot know the state it wrote, which it compares with next.
+func TestWritersReportAClientAnsweringAWriteWithANilObject(t *testing.T) {
+	srv := newRVServer[*appsv1.Deployment]("deployments")
+	clients := func(namespace string) nilAnswers[*appsv1.Deployment] {
+		return nilAnswers[*appsv1.Deployment]{srv.Namespace(namespace)}
+	}
+	live := srv.put(t, deployed(false))
+	cms := newRVServer[*corev1.ConfigMap]("configmaps")
+	cmClients := func(namespace string) nilAnswers[*corev1.ConfigMap] {
+		return nilAnswers[*corev1.ConfigMap]{cms.Namespace(namespace)}
+	}
+	owned := typed.NewOwned[*appsv1.Deployment](cmClients, deployKind)
+
+	writes := map[string]func() error{
+		"StatusWriter.Update": func() error {
+			return typed.NewStatusWriter(clients, deploymentStatus).Update(t.Context(), live, readyReplicas(3))
+		},
+		"Finalizer.Handle": func() error {
+			_, err := typed.NewFinalizer(clients, cleanupFinalizer, func(context.Context, *appsv1.Deployment) error { return nil }).
+				Handle(t.Context(), typed.Request[*appsv1.Deployment]{Key: "shop/web", Object: live})
+			return err
+		},
+		"Owned.CreateOrUpdate creating": func() error {
+			_, err := owned.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting("hello"))
+			return err
+		},
+		"Owned.CreateOrUpdate updating": func() error {
+			_, err := owned.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting("hi"))
+			return err
+		},
+	}
+	for _, name := range []string{"StatusWriter.Update", "Finalizer.Handle", "Owned.CreateOrUpdate creating", "Owned.CreateOrUpdate updating"} {
+		t.Run(name, func(t *testing.T) {
+			err := writes[name]()
+			var we *typed.WriteError
+			if !errors.Is(err, reflect.ErrNilResult) || !errors.As(err, &we) || we.Name == "" {
+				t.Errorf("%s returned %v, want a WriteError naming the object, wrapping reflect.ErrNilResult", name, err)
+			}
+		})
+	}
 }
