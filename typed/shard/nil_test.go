@@ -93,6 +93,33 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 				t.Errorf("Run = %v, want an error wrapping typed.ErrNilArgument", err)
 			}
 		})
+		t.Run("RunShard with "+tc.name, func(t *testing.T) {
+			// Documented for direct use: it reports what Run returns, and returns.
+			tc.loop().RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
+		})
+	}
+	var reported error
+	onError := typed.Options{OnError: func(_ context.Context, _ string, err error) { reported = err }}
+	shard.NewLoop(nil, cms, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
+	if !errors.Is(reported, typed.ErrNilArgument) {
+		t.Errorf("RunShard with a nil sharder reported %v, want an error wrapping typed.ErrNilArgument", reported)
+	}
+	var nilLoop *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList]
+	nilLoop.RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
+	if err := nilLoop.Run(t.Context()); !errors.Is(err, typed.ErrNilArgument) {
+		t.Errorf("Run of a nil Loop = %v, want an error wrapping typed.ErrNilArgument", err)
+	}
+	if n := len(nilLoop.Cached()); n != 0 {
+		t.Errorf("a nil Loop caches %d shards, want none", n)
+	}
+	if _, ok := nilLoop.Get("default/a"); ok {
+		t.Error("a nil Loop returned an object")
+	}
+	if err := shard.Related(nilLoop, fake.NewClientset().CoreV1().Secrets(""), toKey); !errors.Is(err, typed.ErrNilArgument) {
+		t.Errorf("Related of a nil Loop = %v, want an error wrapping typed.ErrNilArgument", err)
+	}
+	if err := shard.Related[*corev1.Secret, *corev1.SecretList](shard.NewLoop(sharder, cms, ok, typed.Options{}), nil, toKey); !errors.Is(err, typed.ErrNilArgument) {
+		t.Errorf("Related with a nil ListerWatcher = %v, want an error wrapping typed.ErrNilArgument", err)
 	}
 	if err := sharder.Run(t.Context(), nil); !errors.Is(err, typed.ErrNilArgument) {
 		t.Errorf("Sharder.Run with nil work = %v, want an error wrapping typed.ErrNilArgument", err)
