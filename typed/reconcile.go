@@ -262,7 +262,7 @@ func (l *Loop[T, L]) serve(ctx, held context.Context) error {
 	}
 	var limiter workqueue.TypedRateLimiter[string] = workqueue.DefaultTypedControllerRateLimiter[string]()
 	if l.opts.RateLimiter != nil {
-		limiter = safeLimiter{l.opts.RateLimiter, limiter, l.opts.Name}
+		limiter = safeLimiter{l.opts.RateLimiter, limiter, klog.FromContext(ctx).WithValues("loop", l.opts.Name)}
 	}
 	run := &loopRun[T]{
 		q:          newKeyQueue(),
@@ -602,13 +602,13 @@ func (s safeMetrics) ReconcileError(loop string, terminal bool) {
 type safeLimiter struct {
 	l        workqueue.TypedRateLimiter[string]
 	fallback workqueue.TypedRateLimiter[string]
-	loop     string
+	logger   klog.Logger
 }
 
 func (s safeLimiter) When(key string) (d time.Duration) {
 	defer func() {
 		if v := recover(); v != nil {
-			klog.Background().Error(fmt.Errorf("panic: %v", v), "Options.RateLimiter.When panicked; the default rate limiter spaces this retry", "loop", s.loop, "key", key)
+			s.logger.Error(fmt.Errorf("panic: %v", v), "Options.RateLimiter.When panicked; the default rate limiter spaces this retry", "key", key)
 			d = s.fallback.When(key)
 		}
 	}()
@@ -617,14 +617,14 @@ func (s safeLimiter) When(key string) (d time.Duration) {
 
 func (s safeLimiter) Forget(key string) {
 	s.fallback.Forget(key)
-	defer recovered.Log(klog.Background(), nil, "Options.RateLimiter.Forget panicked", "loop", s.loop, "key", key)
+	defer recovered.Log(s.logger, nil, "Options.RateLimiter.Forget panicked", "key", key)
 	s.l.Forget(key)
 }
 
 func (s safeLimiter) NumRequeues(key string) (n int) {
 	defer func() {
 		if v := recover(); v != nil {
-			klog.Background().Error(fmt.Errorf("panic: %v", v), "Options.RateLimiter.NumRequeues panicked; the default rate limiter counts this key's failures", "loop", s.loop, "key", key)
+			s.logger.Error(fmt.Errorf("panic: %v", v), "Options.RateLimiter.NumRequeues panicked; the default rate limiter counts this key's failures", "key", key)
 			n = s.fallback.NumRequeues(key)
 		}
 	}()

@@ -1,0 +1,163 @@
+package typed_test
+
+// Tests that attack the Loop's boundaries with the mistakes a user can make in Options and
+// arguments (DESIGN 18), and its shutdown (DESIGN 15): never a panic, never a deletion
+// lost, and a routine stop never reported as a failure.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/klog/v2"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/typed"
+)
+
+// failsOnce fails each key's first reconcile, so that it is retried, and counts the
+// reconciles.
+func failsOnce(attempts *atomic.Int32) typed.Reconciler[obj] {
+	return typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+		if attempts.Add(1) == 1 {
+			return typed.Result{}, errors.New("boom")
+		}
+		return typed.Result{}, nil
+	})
+}
+
+// Typed-nil Options.Clock and Options.RateLimiter are unset: the real clock and the
+// default rate limiter time the retry, where calling them would panic on a worker.
+func TestTypedNilClockAndRateLimiterAreTheDefaults(t *testing.T) {
+	var clock *testingclock.FakeClock
+	var limiter *fixedDelay
+	for _, tc := range []struct {
+		name string
+		opts typed.Options
+	}{
+		{"a typed-nil Clock", typed.Options{Clock: clock, RateLimiter: fastRetries}},
+		{"a typed-nil RateLimiter", typed.Options{RateLimiter: limiter}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var attempts atomic.Int32
+			harness(t, fake.New[obj, list](cm("a", "1")), failsOnce(&attempts), tc.opts)
+			eventually(t, "the failed key retried", func() bool { return attempts.Load() >= 2 })
+		})
+	}
+}
+
+// panickingLimiter panics in every method.
+type panickingLimiter struct{}
+
+func (panickingLimiter) When(string) time.Duration { panic("When boom") }
+func (panickingLimiter) Forget(string)             { panic("Forget boom") }
+func (panickingLimiter) NumRequeues(string) int    { panic("NumRequeues boom") }
+
+// A RateLimiter that panics is logged, and the default limiter spaces the retry instead:
+// the key is retried, and the Loop goes on.
+func TestAPanickingRateLimiterIsLoggedAndTheKeyStillRetried(t *testing.T) {
+	src := fake.New[obj, list](cm("a", "1"))
+	c := controller.New[obj, list](src)
+	var attempts atomic.Int32
+	var logs logLines
+	l := typed.NewLoop(c, failsOnce(&attempts), typed.Options{RateLimiter: panickingLimiter{}, MaxRetries: 3})
+	runUntilCleanup(klog.NewContext(context.Background(), logs.logger()), t, src, c, l)
+	eventually(t, "the failed key retried", func() bool { return attempts.Load() >= 2 })
+	eventually(t, "the panic logged", func() bool { return len(logs.containing("RateLimiter", "When boom")) > 0 })
+}
+
+// Related refuses its nil arguments at once, a nil Loop included (it has no Run to
+// report through); the Loop's Run still refuses those it registered.
+func TestRelatedReturnsItsNilArgumentErrors(t *testing.T) {
+	c := controller.New[obj, list](fake.New[obj, list]())
+	keysOf := func(obj) []string { return nil }
+	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
+	if err := typed.Related[obj, list, obj, list](nil, c, keysOf); !errors.Is(err, typed.ErrNilArgument) {
+		t.Errorf("Related of a nil Loop = %v, want ErrNilArgument", err)
+	}
+	for _, tc := range []struct {
+		name    string
+		related func(l *typed.Loop[obj, list]) error
+	}{
+		{"a nil controller", func(l *typed.Loop[obj, list]) error { return typed.Related[obj, list](l, nil, keysOf) }},
+		{"a nil mapping", func(l *typed.Loop[obj, list]) error { return typed.Related(l, c, nil) }},
+		{"a nil predicate", func(l *typed.Loop[obj, list]) error { return typed.Related(l, c, keysOf, nil) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := typed.NewLoop(c, ok, typed.Options{})
+			if err := tc.related(l); !errors.Is(err, typed.ErrNilArgument) {
+				t.Errorf("Related = %v, want ErrNilArgument", err)
+			}
+			if err := l.Run(t.Context()); !errors.Is(err, typed.ErrNilArgument) {
+				t.Errorf("Run = %v, want ErrNilArgument", err)
+			}
+		})
+	}
+}
+
+// A reconcile cut short by the Loop stopping (it returns its context's error) is routine:
+// not handed to OnError, not counted as a failure, not logged at error level; and a
+// deletion so cut short is reconciled again by RunHandingOver's drain, with its last state.
+func TestAReconcileInterruptedByTheLoopStoppingIsNotAFailure(t *testing.T) {
+	src := fake.New[obj, list](cm("a", "1"))
+	c := controller.New[obj, list](src)
+	var logs logLines
+	got := newCalls()
+	var reported atomic.Int32
+	interrupted := make(chan struct{})
+	var deletions atomic.Int32
+	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+		if req.Deleted && deletions.Add(1) == 1 {
+			close(interrupted)
+			<-ctx.Done()
+			return typed.Result{}, fmt.Errorf("cleaning up: %w", ctx.Err())
+		}
+		got.add(describe(req))
+		return typed.Result{}, nil
+	}), typed.Options{OnError: func(context.Context, string, error) { reported.Add(1) }, Metrics: &countingMetrics{errors: &reported}})
+
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logs.logger()))
+	cctx, stopController := context.WithCancel(context.Background())
+	defer stopController()
+	cdone := make(chan error, 1)
+	go func() { cdone <- c.Run(cctx) }()
+	ldone := make(chan error, 1)
+	go func() { ldone <- l.RunHandingOver(ctx, context.Background()) }()
+	got.wait(t, 1)
+	if _, err := src.Delete("ns", "a"); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, interrupted, "the deletion's reconcile")
+	cancel()
+	if err := receive(t, ldone, "RunHandingOver returns"); err != nil {
+		t.Fatal(err)
+	}
+	stopController()
+	if err := receive(t, cdone, "the controller returns"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ns/a value=1", "ns/a deleted, last value=1"}, got.wait(t, 2)); diff != "" {
+		t.Errorf("reconciles (-want +got):\n%s", diff)
+	}
+	if n := reported.Load(); n != 0 {
+		t.Errorf("%d reports of the interrupted reconcile (OnError and Metrics.ReconcileError), want none", n)
+	}
+	if lines := logs.containing(`"level"=0`, "interrupted"); len(lines) != 0 {
+		t.Errorf("logged at level 0: %q", lines)
+	}
+	verifyNoLeaks(t)
+}
+
+// countingMetrics counts ReconcileError calls into errors.
+type countingMetrics struct{ errors *atomic.Int32 }
+
+func (*countingMetrics) QueueDepth(string, int)                 {}
+func (*countingMetrics) Retry(string)                           {}
+func (*countingMetrics) ReconcileLatency(string, time.Duration) {}
+func (m *countingMetrics) ReconcileError(string, bool)          { m.errors.Add(1) }
