@@ -363,7 +363,8 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 	}
 	s := newServed(name, resource, awaitServed[T, L](m, name, gvr, lw))
 	copts := controller.Options[T]{Name: name, Transform: o.Transform, OnError: reportCacheError(name),
-		ResyncPeriod: m.opts.ResyncPeriod, Metrics: m.cacheMetrics(name)}
+		ResyncPeriod: m.opts.ResyncPeriod, Metrics: m.cacheMetrics(name), DetectMutations: m.opts.DetectMutations,
+		OnMutation: func(ctx context.Context, err *eventcache.MutationError) { m.mutation(ctx, name, err) }}
 	if key.labels != "" || key.fields != "" {
 		copts.ListOptions = typed.Selectors(o.LabelSelector, o.FieldSelector)
 	}
@@ -416,7 +417,8 @@ func (m *Manager) startEntryLocked(e *entry) {
 	go func() {
 		defer m.caches.Done()
 		defer cancel()
-		if err := e.run(ctx); err != nil {
+		// The mutations the controller returns were reported one by one as found.
+		if err := withoutMutations(e.run(ctx)); err != nil {
 			klog.FromContext(ctx).Error(err, "cache stopped", "cache", e.key.String())
 		}
 		m.mu.Lock()
@@ -427,6 +429,25 @@ func (m *Manager) startEntryLocked(e *entry) {
 		}
 		e.onEnd = nil
 	}()
+}
+
+// withoutMutations returns err without the *eventcache.MutationError it joins.
+func withoutMutations(err error) error {
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		var mutation *eventcache.MutationError
+		if errors.As(err, &mutation) {
+			return nil
+		}
+		return err
+	}
+	var rest []error
+	for _, e := range joined.Unwrap() {
+		if e = withoutMutations(e); e != nil {
+			rest = append(rest, e)
+		}
+	}
+	return errors.Join(rest...)
 }
 
 // release gives back one reference to each of es, stops those that nobody uses any more,

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
@@ -301,5 +302,46 @@ func TestOwnsRefusesAClusterScopedCacheUnderANamespacedOwner(t *testing.T) {
 	l, err := b.Complete(typed.ReconcilerFunc[cm](newReconciles().reconcile))
 	if !errors.Is(err, manager.ErrScope) || l != nil {
 		t.Errorf("Complete = %v, %v; want ErrScope and no Loop", l, err)
+	}
+}
+
+// A reconciler that changes a cached object in place, under a Manager with the mutation
+// detector on, makes Run return the mutation, wrapped with its cache's name, and
+// Options.OnMutation see it as it is found: a test fails without reading logs.
+func TestAMutationOfACachedObjectReachesRunsErrorAndOnMutation(t *testing.T) {
+	configMaps := fake.New[cm, cmList](configMap("a", "one", nil))
+	found := make(chan string, 10)
+	m := manager.New(manager.Options{DetectMutations: true, OnMutation: func(cache string, err *eventcache.MutationError) {
+		found <- cache + " " + err.Key
+	}})
+	c := acquire(t, m, source(configMaps))
+	defer c.Release()
+	reconciled := make(chan struct{}, 10)
+	if _, err := manager.NewLoop(c, typed.ReconcilerFunc[cm](func(_ context.Context, req typed.Request[cm]) (typed.Result, error) {
+		if req.Object != nil {
+			req.Object.Data = map[string]string{"changed": "in place"} // the bug the detector is for
+		}
+		reconciled <- struct{}{}
+		return typed.Result{}, nil
+	}), typed.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testContext(t))
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	// The update follows the change, which the race detector would otherwise report: a
+	// change in place races with every reader of the cache.
+	receive(t, reconciled, "the reconcile")
+	if _, err := configMaps.Update(configMap("a", "one", map[string]string{"v": "2"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, found, "OnMutation"); got != "*v1.ConfigMap a/one" {
+		t.Errorf("OnMutation got %q, want the cache and the key", got)
+	}
+	cancel()
+	err := receive(t, done, "Run returns")
+	var mutation *eventcache.MutationError
+	if !errors.As(err, &mutation) || mutation.Key != "a/one" || !strings.Contains(err.Error(), "cache *v1.ConfigMap") {
+		t.Errorf("Run = %v, want the mutation of a/one, wrapped with its cache's name", err)
 	}
 }

@@ -16,7 +16,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/recovered"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -119,6 +121,18 @@ type Options struct {
 	// server does not serve, until it is served again; DefaultResourceBackoff when its
 	// Duration is zero.
 	ResourceBackoff wait.Backoff
+	// DetectMutations turns on the mutation detector of every cache, for tests (see
+	// controller.Options.DetectMutations; the environment variable
+	// controller.MutationDetectorEnv does the same for every controller of a test binary).
+	// Each cached object found changed in place, a bug of the reconciler, handler or
+	// reader that changed it, is logged at error level, given to OnMutation, and returned
+	// by Run, wrapped with its cache's name (errors.As finds the
+	// *eventcache.MutationError), though it does not stop the Manager.
+	DetectMutations bool
+	// OnMutation, when set, is called with each mutation the detector finds, as it is
+	// found, and the name of its cache: a test can fail at once. It must not block; a
+	// panic in it is recovered and logged.
+	OnMutation func(cache string, err *eventcache.MutationError)
 }
 
 type state int
@@ -297,6 +311,18 @@ func (m *Manager) logger() klog.Logger {
 		return klog.Background()
 	}
 	return klog.FromContext(ctx)
+}
+
+// mutation records a cached object changed in place, for Run to return, and hands it to
+// Options.OnMutation. The controller has logged it, through OnError.
+func (m *Manager) mutation(ctx context.Context, cache string, err *eventcache.MutationError) {
+	m.mu.Lock()
+	m.errs = append(m.errs, fmt.Errorf("cache %s: %w", cache, err))
+	m.mu.Unlock()
+	if m.opts.OnMutation != nil {
+		defer recovered.Log(klog.FromContext(ctx), err, "Options.OnMutation panicked", "cache", cache)
+		m.opts.OnMutation(cache, err)
+	}
 }
 
 // fail records err, logs it at error level, and stops the Manager.

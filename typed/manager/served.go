@@ -19,6 +19,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/nilness"
 	"github.com/typedinformer/typedinformer/reflect"
 )
@@ -256,7 +257,10 @@ func reportCacheError(name string) func(context.Context, error) {
 	return func(ctx context.Context, err error) {
 		logger := klog.FromContext(ctx)
 		var panicked *controller.HandlerPanicError
+		var mutation *eventcache.MutationError
 		switch {
+		case errors.As(err, &mutation):
+			logger.Error(err, "cached object changed in place", "controller", name, "key", mutation.Key)
 		case errors.Is(err, ErrResourceNotServed) || reflect.IsResourceNotServed(err):
 			logger.V(4).Info("Resource not served", "controller", name, "err", err)
 		case errors.As(err, &panicked):
