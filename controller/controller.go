@@ -105,6 +105,9 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options
 	}
 	c := &Controller[T, L]{syncedCh: make(chan struct{}), nilSource: nilness.IsNil(lw)}
 	c.cfg = config{name: o.Name, onError: o.OnError, metrics: o.Metrics}
+	if nilness.IsNil(o.Metrics) { // a typed-nil Metrics is none, as a nil one is
+		c.cfg.metrics = nil
+	}
 	if o.FullHistory {
 		c.cfg.compression = queue.FullHistory
 	}
@@ -120,7 +123,8 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options
 		OnSynced:    c.onSynced,
 	}
 	if c.cfg.metrics != nil {
-		eqOpts.Depth = c.cfg.metrics.QueueDepth
+		metrics := c.cfg.metrics
+		eqOpts.Depth = func(keys int) { metrics.QueueDepth(keys) } // recovered by the queue
 	}
 	c.collection = eventcache.NewEventQueueCollection(c.writer.Store(), eqOpts)
 	c.consumer = eventcache.NewResourceTrackingConsumer[T](c.writer, &c.dist, func(err error) {

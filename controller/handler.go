@@ -226,12 +226,12 @@ func (r *runner[T]) handle(e event.Event[T]) {
 		if v := recover(); v != nil {
 			err := &HandlerPanicError{Handler: r.name, Key: e.Key, Event: e.String(), Value: v, Stack: debug.Stack()}
 			if c.metrics != nil {
-				c.metrics.HandlerPanic(r.name)
+				c.metric(ctx, "HandlerPanic", func(m Metrics) { m.HandlerPanic(r.name) })
 			}
 			c.reportError(ctx, err)
 		}
 		if c.metrics != nil {
-			c.metrics.HandlerLatency(r.name, time.Since(start))
+			c.metric(ctx, "HandlerLatency", func(m Metrics) { m.HandlerLatency(r.name, time.Since(start)) })
 		}
 	}()
 	r.h.Handle(ctx, e)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/nilness"
 	"github.com/typedinformer/typedinformer/internal/recovered"
 	"github.com/typedinformer/typedinformer/queue"
 	"github.com/typedinformer/typedinformer/reflect"
@@ -50,10 +51,12 @@ type Options[T event.Object] struct {
 	// Backoff is the backoff between failed list or watch attempts; reflect.DefaultBackoff
 	// when zero.
 	Backoff wait.Backoff
-	// Clock drives backoff and resync timers, for tests; the real clock when nil.
+	// Clock drives backoff and resync timers, for tests; the real clock when nil (a
+	// typed-nil one included).
 	Clock clock.WithTicker
 	// ListOptions, when set, adjusts the options of every list and watch request, for
-	// example to set a label or field selector (typed.Selectors).
+	// example to set a label or field selector (typed.Selectors). A panic in it fails the
+	// request, which is reported and retried (reflect.ErrCallbackPanicked).
 	ListOptions func(*metav1.ListOptions)
 	// OnError receives every error the controller reports: list and watch failures,
 	// watch ERROR events, objects of the wrong type, with no name or that the
@@ -63,20 +66,23 @@ type Options[T event.Object] struct {
 	// them apart. When nil, errors are logged: routine ones at verbosity 2, the others as
 	// errors. It must not block; a panic in it is recovered and logged as an error.
 	OnError func(ctx context.Context, err error)
-	// Metrics, when set, receives the controller's counters and gauges.
+	// Metrics, when set, receives the controller's counters and gauges; a typed-nil one
+	// is none. A panic in it is recovered and logged as an error.
 	Metrics Metrics
 	// FullHistory keeps every intermediate state of an object instead of merging pending
 	// modifications, for handlers that must see each one. Memory then grows with the
 	// number of events, not keys, while a consumer or handler is behind.
 	FullHistory bool
-	// KeyFunc computes the key of an object; event.ObjectKey when nil.
+	// KeyFunc computes the key of an object; event.ObjectKey when nil. An object it
+	// fails or panics on is reported and skipped.
 	KeyFunc event.KeyFunc[T]
 	// Transform, when set, is applied to every object before it is cached, for example
-	// typed.StripManagedFields to save memory. An object it fails on is reported and
-	// skipped.
+	// typed.StripManagedFields to save memory. An object it fails or panics on is
+	// reported and skipped.
 	Transform func(T) (T, error)
 	// Indexers are secondary indexes of the known objects, by name, queried with
-	// Store().ByIndex. Every controller also has eventcache.NamespaceIndex.
+	// Store().ByIndex. Every controller also has eventcache.NamespaceIndex. An object an
+	// index function fails or panics on is left out of that index and reported.
 	Indexers eventcache.Indexers[T]
 	// DetectMutations turns on the mutation detector, for tests: the cache keeps a
 	// snapshot of every object (its JSON encoding, so that a hand-written DeepCopyObject
@@ -119,8 +125,12 @@ func mergeOptions[T event.Object](opts []Options[T]) Options[T] {
 		m.PageSize = cmp.Or(o.PageSize, m.PageSize)
 		m.WatchList = cmp.Or(o.WatchList, m.WatchList)
 		m.Backoff = cmp.Or(o.Backoff, m.Backoff)
-		m.Clock = cmp.Or(o.Clock, m.Clock)
-		m.Metrics = cmp.Or(o.Metrics, m.Metrics)
+		if !nilness.IsNil(o.Clock) { // a typed-nil one is none, and overrides nothing
+			m.Clock = o.Clock
+		}
+		if !nilness.IsNil(o.Metrics) {
+			m.Metrics = o.Metrics
+		}
 		m.FullHistory = cmp.Or(o.FullHistory, m.FullHistory)
 		m.DetectMutations = cmp.Or(o.DetectMutations, m.DetectMutations)
 		if o.ListOptions != nil {
@@ -177,6 +187,13 @@ func (c *config) reportError(ctx context.Context, err error) {
 	default:
 		logger.Error(err, "controller error", "controller", c.name)
 	}
+}
+
+// metric calls call with the Metrics, recovering and logging a panic in it: metrics are
+// user code, called on the handlers' goroutines.
+func (c *config) metric(ctx context.Context, method string, call func(Metrics)) {
+	defer recovered.Log(klog.FromContext(ctx), nil, "Metrics."+method+" panicked", "controller", c.name)
+	call(c.metrics)
 }
 
 // callErrorHandler calls the error handler and recovers a panic in it: it runs on the

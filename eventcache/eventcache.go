@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/queue"
@@ -75,9 +76,14 @@ var ErrInvalidEvent = errors.New("invalid event")
 // ErrClosed is returned by Drain when the collection was closed.
 var ErrClosed = queue.ErrClosed
 
+// ErrCallbackPanicked is wrapped, with the value and the stack, by the error a user's
+// KeyFunc or IndexFunc that panicked is turned into: the object is then one it failed on.
+var ErrCallbackPanicked = errors.New("callback panicked")
+
 // Options configure an EventQueueCollection.
 type Options[T event.Object] struct {
-	// KeyFunc computes keys; event.ObjectKey when nil.
+	// KeyFunc computes keys; event.ObjectKey when nil. An object it panics on is one it
+	// returned an error for (the panic wraps ErrCallbackPanicked).
 	KeyFunc event.KeyFunc[T]
 	// Compression selects the compression rules; queue.Compress by default.
 	Compression queue.Compression
@@ -106,8 +112,8 @@ type EventQueueCollection[T event.Object] struct {
 // NewEventQueueCollection returns an empty collection that reads the known objects from
 // known. The consumer that drains it must hold known's Writer.
 func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *EventQueueCollection[T] {
-	c := &EventQueueCollection[T]{known: known, keyFunc: opts.KeyFunc}
-	if c.keyFunc == nil {
+	c := &EventQueueCollection[T]{known: known, keyFunc: guardKeyFunc(opts.KeyFunc)}
+	if opts.KeyFunc == nil {
 		c.keyFunc, c.defaultKeys = event.ObjectKey[T], true
 	}
 	c.backlog = queue.NewBacklog(queue.BacklogOptions[T]{
@@ -137,6 +143,22 @@ func (c *EventQueueCollection[T]) Add(e event.Event[T]) error {
 	}
 	c.backlog.Push(key, e)
 	return nil
+}
+
+// guardKeyFunc returns f turning a panic into an error: a user's KeyFunc runs on the
+// reflector's goroutine, and an object it panics on is one it has no key for (DESIGN 18).
+func guardKeyFunc[T event.Object](f event.KeyFunc[T]) event.KeyFunc[T] {
+	if f == nil {
+		return nil
+	}
+	return func(obj T) (key string, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				key, err = "", fmt.Errorf("%w: KeyFunc: %v\n%s", ErrCallbackPanicked, v, debug.Stack())
+			}
+		}()
+		return f(obj)
+	}
 }
 
 // key returns the key event.ObjectKey gives obj, which Add has checked has one. A

@@ -3,6 +3,7 @@ package eventcache
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"sync"
 
@@ -10,7 +11,8 @@ import (
 )
 
 // IndexFunc returns the values under which obj is found in one secondary index. It must
-// be a pure function of the object.
+// be a pure function of the object. An object it returns an error for, or panics on (an
+// error wrapping ErrCallbackPanicked), is left out of the index and the error reported.
 type IndexFunc[T event.Object] func(obj T) ([]string, error)
 
 // Indexers names the secondary indexes of a Store.
@@ -72,10 +74,27 @@ func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 		if name == NamespaceIndex {
 			continue // built in, and kept without calling an IndexFunc
 		}
-		s.indexers[name] = fn
+		s.indexers[name] = guardIndexFunc(fn)
 		s.indices[name] = make(map[string]map[string]*item[T])
 	}
 	return &Writer[T]{s: s}
+}
+
+// guardIndexFunc returns fn turning a panic into an error: index functions are user code
+// run on the consumer's goroutine with the store locked, and an object one panics on is
+// left out of that index, as for an error (DESIGN 18).
+func guardIndexFunc[T event.Object](fn IndexFunc[T]) IndexFunc[T] {
+	if fn == nil {
+		return func(T) ([]string, error) { return nil, errors.New("nil IndexFunc") }
+	}
+	return func(obj T) (values []string, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				values, err = nil, fmt.Errorf("%w: IndexFunc: %v\n%s", ErrCallbackPanicked, v, debug.Stack())
+			}
+		}()
+		return fn(obj)
+	}
 }
 
 // Store returns the read-only view of the objects this Writer writes.
@@ -101,6 +120,7 @@ func (w *Writer[T]) AddIndexers(indexers Indexers[T]) error {
 	}
 	var errs []error
 	for name, fn := range indexers {
+		fn := guardIndexFunc(fn)
 		idx := make(map[string]map[string]*item[T])
 		for key, it := range s.items {
 			values, err := fn(it.obj)

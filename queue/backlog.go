@@ -6,7 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/klog/v2"
+
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/recovered"
 )
 
 // ErrClosed is returned by Backlog.Drain once the backlog has been closed.
@@ -62,7 +65,8 @@ type BacklogOptions[T event.Object] struct {
 	// them by key, before its next batch. Calls are serialised and never report a depth older
 	// than one already reported; changes that race with a call are reported by one more
 	// call after it, with the newest depth, so the last call reports the current depth.
-	// Depth may change the backlog (a change it makes is reported after it returns).
+	// Depth may change the backlog (a change it makes is reported after it returns). A
+	// panic in it is recovered and logged as an error.
 	Depth func(pendingKeys int)
 }
 
@@ -273,10 +277,18 @@ func (b *Backlog[T]) reportDepth() {
 			return
 		}
 		if b.dirty.Swap(false) {
-			b.opts.Depth(int(b.depth.Load()))
+			b.callDepth(int(b.depth.Load()))
 		}
 		b.reporting.Unlock()
 	}
+}
+
+// callDepth calls opts.Depth, recovering and logging a panic in it: it is user code (a
+// metrics adapter) run on the drain loop's and the pushers' goroutines, where a panic
+// would end the process.
+func (b *Backlog[T]) callDepth(n int) {
+	defer recovered.Log(klog.Background(), nil, "Depth panicked", "pendingKeys", n)
+	b.opts.Depth(n)
 }
 
 // Drain is the single drain loop: it hands the pending keys, in line order and in

@@ -70,6 +70,7 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/recovered"
 )
 
 // ErrUnexpectedObject is returned, wrapped, for a list item or watch event whose object is
@@ -133,21 +134,25 @@ type Options[T event.Object] struct {
 	WatchList bool
 	// Backoff between failed attempts; DefaultBackoff when zero.
 	Backoff wait.Backoff
-	// Clock drives backoff and resync timers; the real clock when nil. Tests use a fake.
+	// Clock drives backoff and resync timers; the real clock when nil (a typed-nil one
+	// included). Tests use a fake.
 	Clock clock.WithTicker
 	// Transform, when set, is applied to every object before it enters the cache, for
 	// example to drop managedFields. An object it fails on, or returns nil for, is
 	// reported and skipped: a list it is in is incomplete (nothing is deleted), and a
-	// watched deletion of it is still recorded, with the last known state.
+	// watched deletion of it is still recorded, with the last known state. A panic in it
+	// is such a failure (ErrCallbackPanicked).
 	Transform func(T) (T, error)
 	// TweakListOptions, when set, adjusts the options of every list and watch, for
-	// example to add a label selector.
+	// example to add a label selector. A panic in it fails the request (ErrCallbackPanicked).
 	TweakListOptions func(*metav1.ListOptions)
 	// OnError receives every error: failed lists and watches, ERROR events, unexpected
 	// or unreadable objects, incomplete lists. IsRoutine tells the routine ones apart.
-	// When nil, errors are logged instead (routine ones at verbosity 2). It must not block.
+	// When nil, errors are logged instead (routine ones at verbosity 2). It must not block;
+	// a panic in it is recovered and logged.
 	OnError func(error)
-	// Metrics receives counters and gauges; none when nil.
+	// Metrics receives counters and gauges; none when nil (a typed-nil one included). A
+	// panic in it is recovered and logged.
 	Metrics Metrics
 }
 
@@ -171,8 +176,11 @@ type Reflector[T event.Object, L List] struct {
 // New returns a Reflector that feeds cache from lw.
 func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventCache[T], opts Options[T]) *Reflector[T, L] {
 	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock}
-	if r.clock == nil {
+	if nilness.IsNil(r.clock) { // a typed-nil Clock is none, as a nil one is
 		r.clock = clock.RealClock{}
+	}
+	if nilness.IsNil(r.opts.Metrics) {
+		r.opts.Metrics = nil
 	}
 	if r.opts.Backoff == (wait.Backoff{}) {
 		r.opts.Backoff = DefaultBackoff
@@ -202,18 +210,15 @@ func (r *Reflector[T, L]) setRV(rv string) {
 	r.mu.Lock()
 	r.lastRV = rv
 	r.mu.Unlock()
-	if r.opts.Metrics != nil {
-		r.opts.Metrics.ResourceVersion(rv)
-	}
+	r.metric("ResourceVersion", func(m Metrics) { m.ResourceVersion(rv) })
 }
 
 // report counts err and hands it to Options.OnError, or, without one, logs it at the
 // level IsRoutine says, so that no error goes unseen and none is logged twice.
 func (r *Reflector[T, L]) report(ctx context.Context, err error) {
-	if r.opts.Metrics != nil {
-		r.opts.Metrics.Error()
-	}
+	r.metric("Error", func(m Metrics) { m.Error() })
 	if r.opts.OnError != nil {
+		defer recovered.Log(klog.FromContext(ctx), err, "OnError panicked", "reflector", r.opts.Name)
 		r.opts.OnError(err)
 		return
 	}
@@ -223,6 +228,16 @@ func (r *Reflector[T, L]) report(ctx context.Context, err error) {
 		return
 	}
 	logger.Error(err, "reflector error", "reflector", r.opts.Name)
+}
+
+// metric calls call with Options.Metrics, if set, recovering and logging a panic in it:
+// metrics are user code, called on the reflector's goroutine.
+func (r *Reflector[T, L]) metric(method string, call func(Metrics)) {
+	if r.opts.Metrics == nil {
+		return
+	}
+	defer recovered.Log(klog.Background(), nil, "Metrics."+method+" panicked", "reflector", r.opts.Name)
+	call(r.opts.Metrics)
 }
 
 // Run lists and watches until ctx is done, backing off after failures. Every failure is
@@ -354,18 +369,31 @@ func (r *Reflector[T, L]) classify(err error) error {
 	return err
 }
 
-func (r *Reflector[T, L]) listOptions(opts metav1.ListOptions) metav1.ListOptions {
-	if r.opts.TweakListOptions != nil {
-		r.opts.TweakListOptions(&opts)
+// listOptions returns opts adjusted by Options.TweakListOptions, or an error wrapping
+// ErrCallbackPanicked if it panics: the request is then not made, and fails as a request
+// does.
+func (r *Reflector[T, L]) listOptions(opts metav1.ListOptions) (_ metav1.ListOptions, err error) {
+	if r.opts.TweakListOptions == nil {
+		return opts, nil
 	}
-	return opts
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: TweakListOptions: %v\n%s", ErrCallbackPanicked, v, debug.Stack())
+		}
+	}()
+	r.opts.TweakListOptions(&opts)
+	return opts, nil
 }
 
 // watch opens a watch with opts (tweaked) and returns it with its result channel. A nil
 // watch or result channel is an error wrapping ErrNilResult: using it would panic or
 // block forever.
 func (r *Reflector[T, L]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, <-chan watch.Event, error) {
-	w, err := guard("Watch", func() (watch.Interface, error) { return r.lw.Watch(ctx, r.listOptions(opts)) })
+	opts, err := r.listOptions(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := guard("Watch", func() (watch.Interface, error) { return r.lw.Watch(ctx, opts) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -384,6 +412,11 @@ func (r *Reflector[T, L]) watch(ctx context.Context, opts metav1.ListOptions) (w
 // ListerWatcher's List or Watch panics: the reflector reports it and backs off, as for
 // any other failed request, instead of ending the process.
 var ErrListerWatcherPanicked = errors.New("ListerWatcher panicked")
+
+// ErrCallbackPanicked is wrapped, with the value and the stack, by the error that a panic
+// in Options.Transform or Options.TweakListOptions is turned into: the object is then one
+// the transform failed on, and the request one that failed.
+var ErrCallbackPanicked = errors.New("callback panicked")
 
 // guard calls a ListerWatcher method, turning a panic into an error: the ListerWatcher
 // is code at the library's boundary (DESIGN 18), a user's adapter as often as a client.
@@ -450,7 +483,11 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan wat
 		return l, nil
 	}))
 	p.PageSize = r.opts.PageSize
-	list, _, err := p.List(ctx, r.listOptions(metav1.ListOptions{ResourceVersion: r.listRV(false)}))
+	opts, err := r.listOptions(metav1.ListOptions{ResourceVersion: r.listRV(false)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list: %w", err)
+	}
+	list, _, err := p.List(ctx, opts)
 	if err != nil {
 		return nil, nil, r.classify(listError{fmt.Errorf("list: %w", err)})
 	}
@@ -489,9 +526,7 @@ func (r *Reflector[T, L]) listed(n int, start time.Time) {
 	r.mu.Lock()
 	r.relist = false
 	r.mu.Unlock()
-	if r.opts.Metrics != nil {
-		r.opts.Metrics.Listed(n, r.clock.Since(start))
-	}
+	r.metric("Listed", func(m Metrics) { m.Listed(n, r.clock.Since(start)) })
 }
 
 // watchList streams the initial state through a watch and replaces the cache once the
@@ -524,9 +559,7 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 			w.Stop()
 			return nil, nil, 0, fmt.Errorf("watch-list: watch closed before the initial events ended")
 		}
-		if r.opts.Metrics != nil {
-			r.opts.Metrics.WatchEvent(e.Type)
-		}
+		r.metric("WatchEvent", func(m Metrics) { m.WatchEvent(e.Type) })
 		switch e.Type {
 		case watch.Added, watch.Modified:
 			obj, _, err := r.read(e.Object)
@@ -581,9 +614,7 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 		if !ok {
 			return n, nil
 		}
-		if r.opts.Metrics != nil {
-			r.opts.Metrics.WatchEvent(e.Type)
-		}
+		r.metric("WatchEvent", func(m Metrics) { m.WatchEvent(e.Type) })
 		if e.Type != watch.Error {
 			n++
 		}
@@ -659,7 +690,7 @@ func (r *Reflector[T, L]) read(o runtime.Object) (T, string, error) {
 	if r.opts.Transform == nil {
 		return obj, rv, nil
 	}
-	out, err := r.opts.Transform(obj)
+	out, err := r.transform(obj)
 	if err == nil && (out == zero || nilness.IsNil(out)) {
 		// The cache and handlers dereference what they get, so a nil must stop here.
 		err = fmt.Errorf("%w: Transform returned nil", ErrUnexpectedObject)
@@ -668,6 +699,18 @@ func (r *Reflector[T, L]) read(o runtime.Object) (T, string, error) {
 		return zero, "", fmt.Errorf("transform %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
 	return out, rv, nil
+}
+
+// transform calls Options.Transform, turning a panic into an error wrapping
+// ErrCallbackPanicked: the object is then one it failed on.
+func (r *Reflector[T, L]) transform(obj T) (out T, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			var zero T
+			out, err = zero, fmt.Errorf("%w: Transform: %v\n%s", ErrCallbackPanicked, v, debug.Stack())
+		}
+	}()
+	return r.opts.Transform(obj)
 }
 
 // deletedKey returns, for the object of a DELETED event that read refused, a T that
