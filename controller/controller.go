@@ -57,7 +57,7 @@ var ErrNilHandler = errors.New("nil handler")
 // ErrNilListerWatcher is returned by Run for a Controller made with a nil ListerWatcher.
 var ErrNilListerWatcher = errors.New("nil ListerWatcher")
 
-// ErrStopped is returned by AddHandler once Run has returned.
+// ErrStopped is returned by AddHandler once Run's context has ended.
 var ErrStopped = errors.New("controller stopped")
 
 // Controller keeps a typed, indexed cache of the objects a ListerWatcher returns and
@@ -291,7 +291,8 @@ func (c *Controller[T, L]) startRunner(ctx context.Context, r *runner[T]) {
 // AddHandler registers h under name (used in logs, errors and metrics). The handler
 // first receives every known object as a synchronization addition, then every later
 // event. It can be called before or while the controller runs. It returns ErrNilHandler
-// for a nil h, and ErrStopped once Run has returned.
+// for a nil h, and ErrStopped once Run's context has ended (Run is stopping, or has
+// returned): a handler added then would never sync.
 //
 // Handing over the current state takes time proportional to the number of known objects
 // (copying references into the new handler's backlog, never calling a handler), during
@@ -308,7 +309,9 @@ func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration,
 		store := c.writer.Store()
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.stopped {
+		if c.stopped || (c.started && c.runCtx.Err() != nil) {
+			// Once Run's context has ended, Run is stopping: a handler started now would
+			// be stopped with the others, never synced.
 			err = ErrStopped
 			return
 		}
