@@ -117,10 +117,20 @@ func (r *Recorder) Run(ctx context.Context) error {
 // Eventf records an event about regarding (and related, which may be nil) of type
 // eventtype (corev1.EventTypeNormal or EventTypeWarning), with a reason and an action in
 // UpperCamelCase, and a note formatted from note and args. It never blocks on the API
-// server. A nil Recorder records nothing.
+// server. A nil Recorder records nothing. An event about a nil object (typed nil
+// included) is logged as an error and dropped, and a typed-nil related object is none.
 func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	if r == nil || r.s == nil {
 		return
+	}
+	if nilness.IsNil(regarding) {
+		// client-go reads its kind, which panics, on the caller's goroutine or, for an
+		// event recorded before Run, on Run's.
+		r.log().Error(fmt.Errorf("%w: the event's regarding object %#v", ErrNilArgument, regarding), "Dropped an event", "component", r.s.component, "reason", reason)
+		return
+	}
+	if nilness.IsNil(related) {
+		related = nil
 	}
 	r.record(func(rec events.EventRecorderLogger) {
 		rec.Eventf(regarding, related, eventtype, reason, action, note, args...)
