@@ -35,7 +35,7 @@ test: controlplane vet
 
 ## unit: the tests that need no control plane (every end-to-end test is in internal/e2e, typed/testenv or examples)
 unit:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e -e /internal/controlplane -e /typed/testenv -e /examples)
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /e2e -e /typed/testenv -e /examples)
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:
@@ -55,7 +55,7 @@ demo-shards: $(if $(KUBECONFIG),,controlplane)
 
 ## bench: benchmarks side by side with client-go; writes BENCHMARKS.md
 bench: controlplane
-	$(GO) run ./internal/benchreport -benchtime $(BENCHTIME)
+	$(GO) run ./internal/cmd/benchreport -benchtime $(BENCHTIME)
 
 ## soak: several minutes of churn against the local control plane, heap and goroutines over time
 soak: $(if $(KUBECONFIG),,controlplane)
@@ -63,7 +63,7 @@ soak: $(if $(KUBECONFIG),,controlplane)
 
 ## testdata: record testdata/watch/configmaps.json (the replay tests' list and watch stream) anew from a local kube-apiserver
 testdata: controlplane
-	$(GO) run ./internal/record -o testdata/watch/configmaps.json
+	$(GO) run ./internal/cmd/record -o testdata/watch/configmaps.json
 
 clean:
 	rm -rf .cache

@@ -37,8 +37,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/internal/nilness"
-	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/queue"
 	"github.com/typedinformer/typedinformer/reflect"
 )
@@ -103,9 +102,9 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options
 		var zero T
 		o.Name = fmt.Sprintf("%T", zero)
 	}
-	c := &Controller[T, L]{syncedCh: make(chan struct{}), nilSource: nilness.IsNil(lw)}
+	c := &Controller[T, L]{syncedCh: make(chan struct{}), nilSource: guard.IsNil(lw)}
 	c.cfg = config{name: o.Name, onError: o.OnError, metrics: o.Metrics}
-	if nilness.IsNil(o.Metrics) { // a typed-nil Metrics is none, as a nil one is
+	if guard.IsNil(o.Metrics) { // a typed-nil Metrics is none, as a nil one is
 		c.cfg.metrics = nil
 	}
 	if o.FullHistory {
@@ -275,7 +274,7 @@ func (c *Controller[T, L]) callOnMutation(ctx context.Context, m *eventcache.Mut
 	if c.onMutation == nil {
 		return
 	}
-	defer recovered.Log(klog.FromContext(ctx), m, "OnMutation panicked", "controller", c.cfg.name, "key", m.Key)
+	defer guard.LogPanic(klog.FromContext(ctx), m, "OnMutation panicked", "controller", c.cfg.name, "key", m.Key)
 	c.onMutation(ctx, m)
 }
 
@@ -300,7 +299,7 @@ func (c *Controller[T, L]) startRunner(ctx context.Context, r *runner[T]) {
 // informer. Unlike client-go's, the reflector does not wait: what it records meanwhile is
 // queued, and delivered after the copy.
 func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration, error) {
-	if nilness.IsNil(h) {
+	if guard.IsNil(h) {
 		return nil, fmt.Errorf("%w: handler %q", ErrNilHandler, name)
 	}
 	r := newRunner(name, h, &c.cfg)

@@ -14,8 +14,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/internal/nilness"
-	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/queue"
 	"github.com/typedinformer/typedinformer/reflect"
 )
@@ -125,10 +124,10 @@ func mergeOptions[T event.Object](opts []Options[T]) Options[T] {
 		m.PageSize = cmp.Or(o.PageSize, m.PageSize)
 		m.WatchList = cmp.Or(o.WatchList, m.WatchList)
 		m.Backoff = cmp.Or(o.Backoff, m.Backoff)
-		if !nilness.IsNil(o.Clock) { // a typed-nil one is none, and overrides nothing
+		if !guard.IsNil(o.Clock) { // a typed-nil one is none, and overrides nothing
 			m.Clock = o.Clock
 		}
-		if !nilness.IsNil(o.Metrics) {
+		if !guard.IsNil(o.Metrics) {
 			m.Metrics = o.Metrics
 		}
 		m.FullHistory = cmp.Or(o.FullHistory, m.FullHistory)
@@ -192,7 +191,7 @@ func (c *config) reportError(ctx context.Context, err error) {
 // metric calls call with the Metrics, recovering and logging a panic in it: metrics are
 // user code, called on the handlers' goroutines.
 func (c *config) metric(ctx context.Context, method string, call func(Metrics)) {
-	defer recovered.Log(klog.FromContext(ctx), nil, "Metrics."+method+" panicked", "controller", c.name)
+	defer guard.LogPanic(klog.FromContext(ctx), nil, "Metrics."+method+" panicked", "controller", c.name)
 	call(c.metrics)
 }
 
@@ -200,6 +199,6 @@ func (c *config) metric(ctx context.Context, method string, call func(Metrics)) 
 // reflector's, the consumer's and the handlers' goroutines, where a panic would end the
 // process. The panic is logged as an error, with its stack and the error being handled.
 func (c *config) callErrorHandler(ctx context.Context, logger klog.Logger, err error) {
-	defer recovered.Log(logger, nil, "error handler panicked", "controller", c.name, "handling", err.Error())
+	defer guard.LogPanic(logger, nil, "error handler panicked", "controller", c.name, "handling", err.Error())
 	c.onError(ctx, err)
 }

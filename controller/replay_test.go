@@ -16,8 +16,8 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
-	"github.com/typedinformer/typedinformer/internal/watchrecord"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/watchrecord"
 )
 
 func loadRecording(t *testing.T) (watchrecord.Recording, []watch.Event) {
@@ -89,7 +89,7 @@ func (r *replay) calls() (lists int, watchRVs []string) {
 }
 
 // TestReplayOfARecordedWatchStream feeds a list and watch stream recorded from
-// kube-apiserver (testdata/watch/configmaps.json, written by internal/record) through a
+// kube-apiserver (testdata/watch/configmaps.json, written by internal/cmd/record) through a
 // controller, as recorded and cut by 410 Gone halfway, and checks that it ends equal to the
 // server's final List, with every event consistent for its handler.
 func TestReplayOfARecordedWatchStream(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
-	"github.com/typedinformer/typedinformer/internal/fuzzseed"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/fuzzseed"
 	"github.com/typedinformer/typedinformer/queue"
 )
 
@@ -19,7 +19,7 @@ import (
 // that applies every operation in order with no queues (a complete list replaces the
 // model, an incomplete one only adds to it): after a full drain the known objects, and what the deliveries
 // add up to, equal the model (nothing lost, nothing resurrected), every delivery follows
-// from the ones before it (internal/eventcheck), and no key's queue grows past the
+// from the ones before it (internal/testsupport/eventcheck), and no key's queue grows past the
 // compression bound.
 func FuzzEventQueueCollection(f *testing.F) {
 	fuzzseed.Add(f, "FuzzEventQueueCollection")

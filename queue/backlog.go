@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // ErrClosed is returned by Backlog.Drain once the backlog has been closed.
@@ -287,7 +287,7 @@ func (b *Backlog[T]) reportDepth() {
 // metrics adapter) run on the drain loop's and the pushers' goroutines, where a panic
 // would end the process.
 func (b *Backlog[T]) callDepth(n int) {
-	defer recovered.Log(klog.Background(), nil, "Depth panicked", "pendingKeys", n)
+	defer guard.LogPanic(klog.Background(), nil, "Depth panicked", "pendingKeys", n)
 	b.opts.Depth(n)
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/fuzzseed"
+	"github.com/typedinformer/typedinformer/internal/testsupport/fuzzseed"
 	"github.com/typedinformer/typedinformer/queue"
 )
 

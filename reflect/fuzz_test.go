@@ -16,7 +16,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/internal/fuzzseed"
+	"github.com/typedinformer/typedinformer/internal/testsupport/fuzzseed"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 

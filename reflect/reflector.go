@@ -69,8 +69,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/internal/nilness"
-	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // ErrUnexpectedObject is returned, wrapped, for a list item or watch event whose object is
@@ -176,10 +175,10 @@ type Reflector[T event.Object, L List] struct {
 // New returns a Reflector that feeds cache from lw.
 func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventCache[T], opts Options[T]) *Reflector[T, L] {
 	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock}
-	if nilness.IsNil(r.clock) { // a typed-nil Clock is none, as a nil one is
+	if guard.IsNil(r.clock) { // a typed-nil Clock is none, as a nil one is
 		r.clock = clock.RealClock{}
 	}
-	if nilness.IsNil(r.opts.Metrics) {
+	if guard.IsNil(r.opts.Metrics) {
 		r.opts.Metrics = nil
 	}
 	if r.opts.Backoff == (wait.Backoff{}) {
@@ -218,7 +217,7 @@ func (r *Reflector[T, L]) setRV(rv string) {
 func (r *Reflector[T, L]) report(ctx context.Context, err error) {
 	r.metric("Error", func(m Metrics) { m.Error() })
 	if r.opts.OnError != nil {
-		defer recovered.Log(klog.FromContext(ctx), err, "OnError panicked", "reflector", r.opts.Name)
+		defer guard.LogPanic(klog.FromContext(ctx), err, "OnError panicked", "reflector", r.opts.Name)
 		r.opts.OnError(err)
 		return
 	}
@@ -236,7 +235,7 @@ func (r *Reflector[T, L]) metric(method string, call func(Metrics)) {
 	if r.opts.Metrics == nil {
 		return
 	}
-	defer recovered.Log(klog.Background(), nil, "Metrics."+method+" panicked", "reflector", r.opts.Name)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics."+method+" panicked", "reflector", r.opts.Name)
 	call(r.opts.Metrics)
 }
 
@@ -393,11 +392,11 @@ func (r *Reflector[T, L]) watch(ctx context.Context, opts metav1.ListOptions) (w
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := guard("Watch", func() (watch.Interface, error) { return r.lw.Watch(ctx, opts) })
+	w, err := callLW("Watch", func() (watch.Interface, error) { return r.lw.Watch(ctx, opts) })
 	if err != nil {
 		return nil, nil, err
 	}
-	if nilness.IsNil(w) {
+	if guard.IsNil(w) {
 		return nil, nil, fmt.Errorf("%w: Watch returned %#v", ErrNilResult, w)
 	}
 	events := w.ResultChan()
@@ -418,9 +417,9 @@ var ErrListerWatcherPanicked = errors.New("ListerWatcher panicked")
 // the transform failed on, and the request one that failed.
 var ErrCallbackPanicked = errors.New("callback panicked")
 
-// guard calls a ListerWatcher method, turning a panic into an error: the ListerWatcher
+// callLW calls a ListerWatcher method, turning a panic into an error: the ListerWatcher
 // is code at the library's boundary (DESIGN 18), a user's adapter as often as a client.
-func guard[R any](method string, call func() (R, error)) (_ R, err error) {
+func callLW[R any](method string, call func() (R, error)) (_ R, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("%w: %s: %v\n%s", ErrListerWatcherPanicked, method, v, debug.Stack())
@@ -471,11 +470,11 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan wat
 			// pages read before are not part of the result.
 			partial = nil
 		}
-		l, err := guard("List", func() (L, error) { return r.lw.List(ctx, opts) })
+		l, err := callLW("List", func() (L, error) { return r.lw.List(ctx, opts) })
 		switch {
-		case err != nil && (nilness.IsNil(l) || !errors.Is(err, ErrIncompleteList)):
+		case err != nil && (guard.IsNil(l) || !errors.Is(err, ErrIncompleteList)):
 			return nil, err
-		case nilness.IsNil(l):
+		case guard.IsNil(l):
 			return nil, fmt.Errorf("%w: List returned %#v", ErrNilResult, l)
 		case err != nil:
 			partial = append(partial, err)
@@ -683,7 +682,7 @@ func (r *Reflector[T, L]) read(o runtime.Object) (T, string, error) {
 		return zero, "", fmt.Errorf("%w: unreadable %T: %w", ErrUnexpectedObject, u.Object, cause)
 	}
 	obj, ok := o.(T)
-	if !ok || obj == zero || nilness.IsNil(obj) {
+	if !ok || obj == zero || guard.IsNil(obj) {
 		return zero, "", errUnexpected[T](o)
 	}
 	rv := obj.GetResourceVersion()
@@ -691,7 +690,7 @@ func (r *Reflector[T, L]) read(o runtime.Object) (T, string, error) {
 		return obj, rv, nil
 	}
 	out, err := r.transform(obj)
-	if err == nil && (out == zero || nilness.IsNil(out)) {
+	if err == nil && (out == zero || guard.IsNil(out)) {
 		// The cache and handlers dereference what they get, so a nil must stop here.
 		err = fmt.Errorf("%w: Transform returned nil", ErrUnexpectedObject)
 	}
@@ -721,19 +720,19 @@ func (r *Reflector[T, L]) transform(obj T) (out T, err error) {
 // when T is not a pointer to a struct it can allocate.
 func deletedKey[T event.Object](o runtime.Object) (T, string, bool) {
 	var zero T
-	if obj, ok := o.(T); ok && !nilness.IsNil(obj) {
+	if obj, ok := o.(T); ok && !guard.IsNil(obj) {
 		return obj, obj.GetResourceVersion(), true
 	}
 	u, ok := o.(*Unreadable)
-	if !ok || u == nil || nilness.IsNil(u.Object) {
+	if !ok || u == nil || guard.IsNil(u.Object) {
 		return zero, "", false
 	}
-	if obj, ok := u.Object.(T); ok && !nilness.IsNil(obj) {
+	if obj, ok := u.Object.(T); ok && !guard.IsNil(obj) {
 		return obj, obj.GetResourceVersion(), true
 	}
 	src, err := meta.Accessor(u.Object)
 	typ := goreflect.TypeOf(zero)
-	if err != nil || nilness.IsNil(src) || typ == nil || typ.Kind() != goreflect.Pointer || typ.Elem().Kind() != goreflect.Struct {
+	if err != nil || guard.IsNil(src) || typ == nil || typ.Kind() != goreflect.Pointer || typ.Elem().Kind() != goreflect.Struct {
 		return zero, "", false
 	}
 	obj, ok := goreflect.New(typ.Elem()).Interface().(T)
@@ -763,7 +762,7 @@ func copyIdentity[T event.Object](obj T, src metav1.Object) (ok bool) {
 
 func errUnexpected[T event.Object](o runtime.Object) error {
 	var want T
-	if nilness.IsNil(o) {
+	if guard.IsNil(o) {
 		return fmt.Errorf("%w: nil object, want %T", ErrUnexpectedObject, want)
 	}
 	if _, ok := o.(T); ok {
@@ -776,14 +775,14 @@ func errUnexpected[T event.Object](o runtime.Object) error {
 // marks the end of a watch-list's initial events, or an error wrapping
 // ErrUnexpectedObject for an object with no readable metadata.
 func readBookmark(o runtime.Object) (rv string, initialEventsEnd bool, err error) {
-	if nilness.IsNil(o) {
+	if guard.IsNil(o) {
 		return "", false, fmt.Errorf("%w: nil bookmark object %#v", ErrUnexpectedObject, o)
 	}
 	acc, err := meta.Accessor(o)
 	if err != nil {
 		return "", false, fmt.Errorf("%w: %w", ErrUnexpectedObject, err)
 	}
-	if nilness.IsNil(acc) {
+	if guard.IsNil(acc) {
 		return "", false, fmt.Errorf("%w: %T has nil metadata", ErrUnexpectedObject, o)
 	}
 	return acc.GetResourceVersion(), acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true", nil
@@ -793,7 +792,7 @@ func readBookmark(o runtime.Object) (rv string, initialEventsEnd bool, err error
 // the server's status: a *metav1.Status, or an Unstructured one as the dynamic client
 // decodes it. Any other object, nil included, wraps ErrUnexpectedObject instead.
 func watchError(o runtime.Object) error {
-	if nilness.IsNil(o) {
+	if guard.IsNil(o) {
 		return fmt.Errorf("%w: %w: nil object %#v, want a *v1.Status", ErrWatchEvent, ErrUnexpectedObject, o)
 	}
 	err := apierrors.FromObject(o)

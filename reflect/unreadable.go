@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // Unreadable stands, in a watch event, for an object that a ListerWatcher received but
@@ -30,7 +30,7 @@ type Unreadable struct {
 
 // GetObjectKind returns the kind of Object, or an empty kind when there is none.
 func (u *Unreadable) GetObjectKind() schema.ObjectKind {
-	if u == nil || nilness.IsNil(u.Object) {
+	if u == nil || guard.IsNil(u.Object) {
 		return schema.EmptyObjectKind
 	}
 	return u.Object.GetObjectKind()
@@ -42,7 +42,7 @@ func (u *Unreadable) DeepCopyObject() runtime.Object {
 		return (*Unreadable)(nil)
 	}
 	out := &Unreadable{Err: u.Err}
-	if !nilness.IsNil(u.Object) {
+	if !guard.IsNil(u.Object) {
 		out.Object = u.Object.DeepCopyObject()
 	}
 	return out

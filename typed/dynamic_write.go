@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -31,7 +31,7 @@ var (
 // namespace is "".
 func FromDynamicNamespaced[T event.Object](client dynamic.NamespaceableResourceInterface) func(namespace string) *Dynamic[T] {
 	return func(namespace string) *Dynamic[T] {
-		if nilness.IsNil(client) {
+		if guard.IsNil(client) {
 			return nil
 		}
 		return FromDynamic[T](client.Namespace(namespace))
@@ -112,7 +112,7 @@ func (d *Dynamic[T]) unstructured(obj T) (*unstructured.Unstructured, error) {
 		_, err := d.nilClient()
 		return nil, err
 	}
-	if nilness.IsNil(obj) {
+	if guard.IsNil(obj) {
 		return nil, fmt.Errorf("%w: the object to write", ErrNilArgument)
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)

@@ -13,7 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -96,11 +96,11 @@ func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool
 	case f.name == "":
 		return false, fmt.Errorf("%w: the finalizer's name", ErrNilArgument)
 	case req.Deleted:
-		if !nilness.IsNil(req.Object) {
+		if !guard.IsNil(req.Object) {
 			f.last.forget(writeKey(req.Object.GetNamespace(), req.Object.GetName()))
 		}
 		return true, nil
-	case nilness.IsNil(req.Object):
+	case guard.IsNil(req.Object):
 		return false, fmt.Errorf("%w: the object of request %q", ErrNilArgument, req.Key)
 	}
 	obj := req.Object
@@ -186,7 +186,7 @@ func (f *Finalizer[T]) newest(ctx context.Context, client Patcher[T], obj T) (T,
 		switch {
 		case err != nil:
 			return zero, err
-		case nilness.IsNil(got):
+		case guard.IsNil(got):
 			return zero, fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
 		}
 		state = got
@@ -220,7 +220,7 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj, state 
 			if err != nil {
 				return err
 			}
-			if nilness.IsNil(got) {
+			if guard.IsNil(got) {
 				return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
 			}
 			if otherObject(obj, got) {
@@ -244,7 +244,7 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj, state 
 		if err != nil {
 			return err
 		}
-		if nilness.IsNil(written) {
+		if guard.IsNil(written) {
 			return fmt.Errorf("%w: the client's Patch returned a nil object", reflect.ErrNilResult)
 		}
 		f.last.record(writeKey(obj.GetNamespace(), obj.GetName()), written)

@@ -15,9 +15,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
-	"github.com/typedinformer/typedinformer/internal/leasecheck"
-	"github.com/typedinformer/typedinformer/internal/nilness"
-	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // LeaderElection runs work only while this process holds a Lease, through client-go's
@@ -91,7 +89,7 @@ func (le LeaderElection) RunHandingOver(ctx context.Context, lead func(ctx, held
 	if le.Identity == "" {
 		return ErrNoIdentity
 	}
-	if nilness.IsNil(le.Client) {
+	if guard.IsNil(le.Client) {
 		return ErrNoClient
 	}
 	if le.LeaseDuration%time.Second != 0 {
@@ -131,7 +129,7 @@ func (le LeaderElection) RunHandingOver(ctx context.Context, lead func(ctx, held
 		notifyMu.Unlock()
 		defer notifying.Done()
 		// client-go runs this on a goroutine of its own, where a panic would end the process.
-		defer recovered.Log(klog.FromContext(ctx), nil, "OnNewLeader panicked", "lease", le.Namespace+"/"+le.Name)
+		defer guard.LogPanic(klog.FromContext(ctx), nil, "OnNewLeader panicked", "lease", le.Namespace+"/"+le.Name)
 		le.OnNewLeader(identity)
 	}
 	for ctx.Err() == nil {
@@ -213,7 +211,7 @@ func (le LeaderElection) term(ctx context.Context, cfg leaderelection.LeaderElec
 func (le LeaderElection) lock() *resourcelock.LeaseLock {
 	return &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-		Client:     leasecheck.Checked(le.Client), // client-go dereferences a nil Lease returned with no error
+		Client:     guard.Leases(le.Client), // client-go dereferences a nil Lease returned with no error
 		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 	}
 }

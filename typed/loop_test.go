@@ -26,7 +26,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
-	"github.com/typedinformer/typedinformer/internal/testwait"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/typed"
 )
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -135,7 +135,7 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 		return fail(fmt.Errorf("%w: the Owned's clients", ErrNilArgument))
 	case mutate == nil:
 		return fail(fmt.Errorf("%w: the mutation", ErrNilArgument))
-	case nilness.IsNil(owner):
+	case guard.IsNil(owner):
 		return fail(fmt.Errorf("%w: the owner", ErrNilArgument))
 	case name == "":
 		return fail(fmt.Errorf("%w: the object's name", ErrNilArgument))
@@ -149,8 +149,8 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 		return fail(err)
 	}
 	key := writeKey(namespace, name)
-	if !nilness.IsNil(o.cache) {
-		if cached, ok := o.cache.GetByName(namespace, name); ok && !nilness.IsNil(cached) {
+	if !guard.IsNil(o.cache) {
+		if cached, ok := o.cache.GetByName(namespace, name); ok && !guard.IsNil(cached) {
 			if cur, fresh := o.last.newest(key, cached); fresh != unordered {
 				if _, same, err := desired(cur, ref, mutate); err == nil && same {
 					return Unchanged, nil
@@ -177,7 +177,7 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 			if err != nil {
 				return err
 			}
-			if nilness.IsNil(created) {
+			if guard.IsNil(created) {
 				return fmt.Errorf("%w: the client's Create returned a nil object", reflect.ErrNilResult)
 			}
 			o.last.record(key, created)
@@ -188,7 +188,7 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 		if err != nil {
 			return err
 		}
-		if nilness.IsNil(cur) {
+		if guard.IsNil(cur) {
 			return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
 		}
 		obj, same, err := desired(cur, ref, mutate)
@@ -200,7 +200,7 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 		if err != nil {
 			return err
 		}
-		if nilness.IsNil(updated) {
+		if guard.IsNil(updated) {
 			return fmt.Errorf("%w: the client's Update returned a nil object", reflect.ErrNilResult)
 		}
 		o.last.record(key, updated)

@@ -15,8 +15,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
-	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -216,13 +215,13 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
 	// Typed nils count as unset: they would otherwise panic on a worker or timer.
-	if nilness.IsNil(opts.Clock) {
+	if guard.IsNil(opts.Clock) {
 		opts.Clock = clock.RealClock{}
 	}
-	if nilness.IsNil(opts.RateLimiter) {
+	if guard.IsNil(opts.RateLimiter) {
 		opts.RateLimiter = nil
 	}
-	if !nilness.IsNil(opts.Metrics) {
+	if !guard.IsNil(opts.Metrics) {
 		opts.Metrics = safeMetrics{opts.Metrics}
 	} else {
 		opts.Metrics = nil
@@ -254,7 +253,7 @@ func (l *Loop[T, L]) serve(ctx, held context.Context) error {
 	switch {
 	case l.c == nil:
 		return fmt.Errorf("%w: the Loop's controller", ErrNilArgument)
-	case nilness.IsNil(l.r):
+	case guard.IsNil(l.r):
 		return fmt.Errorf("%w: the Loop's reconciler", ErrNilArgument)
 	}
 	if err := checkPredicates(l.preds, "the Loop's"); err != nil {
@@ -561,7 +560,7 @@ func (l *Loop[T, L]) report(ctx context.Context, logger klog.Logger, key string,
 		l.opts.Metrics.ReconcileError(l.opts.Name, terminal)
 	}
 	if l.opts.OnError != nil {
-		defer recovered.Log(logger, err, "reconcile error, whose OnError panicked")
+		defer guard.LogPanic(logger, err, "reconcile error, whose OnError panicked")
 		l.opts.OnError(ctx, key, err)
 		return
 	}
@@ -578,22 +577,22 @@ func (l *Loop[T, L]) report(ctx context.Context, logger klog.Logger, key string,
 type safeMetrics struct{ m Metrics }
 
 func (s safeMetrics) QueueDepth(loop string, depth int) {
-	defer recovered.Log(klog.Background(), nil, "Metrics.QueueDepth panicked", "loop", loop)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics.QueueDepth panicked", "loop", loop)
 	s.m.QueueDepth(loop, depth)
 }
 
 func (s safeMetrics) Retry(loop string) {
-	defer recovered.Log(klog.Background(), nil, "Metrics.Retry panicked", "loop", loop)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics.Retry panicked", "loop", loop)
 	s.m.Retry(loop)
 }
 
 func (s safeMetrics) ReconcileLatency(loop string, d time.Duration) {
-	defer recovered.Log(klog.Background(), nil, "Metrics.ReconcileLatency panicked", "loop", loop)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics.ReconcileLatency panicked", "loop", loop)
 	s.m.ReconcileLatency(loop, d)
 }
 
 func (s safeMetrics) ReconcileError(loop string, terminal bool) {
-	defer recovered.Log(klog.Background(), nil, "Metrics.ReconcileError panicked", "loop", loop)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics.ReconcileError panicked", "loop", loop)
 	s.m.ReconcileError(loop, terminal)
 }
 
@@ -617,7 +616,7 @@ func (s safeLimiter) When(key string) (d time.Duration) {
 
 func (s safeLimiter) Forget(key string) {
 	s.fallback.Forget(key)
-	defer recovered.Log(s.logger, nil, "Options.RateLimiter.Forget panicked", "key", key)
+	defer guard.LogPanic(s.logger, nil, "Options.RateLimiter.Forget panicked", "key", key)
 	s.l.Forget(key)
 }
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // ErrRecorderRunning is returned by Recorder.Run when the Recorder is already running.
@@ -61,7 +61,7 @@ var _ events.EventRecorderLogger = (*Recorder)(nil)
 // as "website-operator" or "example.com/website". It returns an error wrapping
 // ErrNilArgument for a nil client, and an error for a component the server would refuse.
 func NewRecorder(client kubernetes.Interface, component string) (*Recorder, error) {
-	if nilness.IsNil(client) {
+	if guard.IsNil(client) {
 		return nil, fmt.Errorf("%w: the Recorder's client", ErrNilArgument)
 	}
 	if errs := validation.IsQualifiedName(component); len(errs) > 0 {
@@ -123,13 +123,13 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	if r == nil || r.s == nil {
 		return
 	}
-	if nilness.IsNil(regarding) {
+	if guard.IsNil(regarding) {
 		// client-go reads its kind, which panics, on the caller's goroutine or, for an
 		// event recorded before Run, on Run's.
 		r.log().Error(fmt.Errorf("%w: the event's regarding object %#v", ErrNilArgument, regarding), "Dropped an event", "component", r.s.component, "reason", reason)
 		return
 	}
-	if nilness.IsNil(related) {
+	if guard.IsNil(related) {
 		related = nil
 	}
 	r.record(func(rec events.EventRecorderLogger) {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -74,7 +74,7 @@ type Dynamic[T event.Object] struct {
 // A nil client gives a nil *Dynamic, which controller.Controller.Run rejects with
 // controller.ErrNilListerWatcher.
 func FromDynamic[T event.Object](client dynamic.ResourceInterface) *Dynamic[T] {
-	if nilness.IsNil(client) {
+	if guard.IsNil(client) {
 		return nil
 	}
 	return &Dynamic[T]{client: client}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -87,7 +87,7 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 		return fmt.Errorf("%w: the StatusWriter's status function", ErrNilArgument)
 	case mutate == nil:
 		return fmt.Errorf("%w: the status mutation", ErrNilArgument)
-	case nilness.IsNil(obj):
+	case guard.IsNil(obj):
 		return fmt.Errorf("%w: the object whose status to update", ErrNilArgument)
 	}
 	namespace, name := obj.GetNamespace(), obj.GetName()
@@ -113,7 +113,7 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 			if err != nil {
 				return err
 			}
-			if nilness.IsNil(got) {
+			if guard.IsNil(got) {
 				return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
 			}
 			if otherObject(obj, got) {
@@ -141,7 +141,7 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 		if err != nil {
 			return err
 		}
-		if nilness.IsNil(written) {
+		if guard.IsNil(written) {
 			return fmt.Errorf("%w: the client's UpdateStatus returned a nil object", reflect.ErrNilResult)
 		}
 		w.last.record(key, written)
@@ -161,7 +161,7 @@ func (w *StatusWriter[T, S]) notFound(ctx context.Context, client StatusUpdater[
 		return fmt.Errorf("%w: %w", ErrGone, err)
 	case getErr != nil:
 		return err
-	case nilness.IsNil(got):
+	case guard.IsNil(got):
 		return fmt.Errorf("%w (reading the object to tell why: %w: the client's Get returned a nil object)", err, reflect.ErrNilResult)
 	case otherObject(written, got):
 		return fmt.Errorf("%w: %w (an object of the same name was created again since, uid %s)", ErrGone, err, got.GetUID())

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // The write side (Finalizer, StatusWriter, Owned) takes its API client as a function
@@ -71,7 +71,7 @@ func perNamespace[I any, C any](clients func(namespace string) C, conv func(C) I
 	}
 	return func(namespace string) (I, error) {
 		c := clients(namespace)
-		if nilness.IsNil(c) {
+		if guard.IsNil(c) {
 			var zero I
 			return zero, fmt.Errorf("%w: the client for namespace %q", ErrNilArgument, namespace)
 		}
@@ -199,7 +199,7 @@ func (l *lastWrites[T]) newest(key string, obj T) (T, freshness) {
 // key, unless the writer remembers a newer one. A state without a resource version,
 // which no API server returns, is not remembered.
 func (l *lastWrites[T]) record(key string, written T) {
-	if l == nil || nilness.IsNil(written) || written.GetResourceVersion() == "" {
+	if l == nil || guard.IsNil(written) || written.GetResourceVersion() == "" {
 		return
 	}
 	l.mu.Lock()

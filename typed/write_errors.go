@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // ErrGone is wrapped, together with the server's NotFound error, by a write to an object
@@ -89,7 +89,7 @@ func writeError(op string, obj runtime.Object, namespace, name string, err error
 // kindOf returns obj's kind from its TypeMeta, which typed clients' objects lack, or
 // else the name of its Go type.
 func kindOf(obj runtime.Object) string {
-	if nilness.IsNil(obj) {
+	if guard.IsNil(obj) {
 		if t := goreflect.TypeOf(obj); t != nil && t.Kind() == goreflect.Pointer {
 			return t.Elem().Name()
 		}

@@ -37,9 +37,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/examples/website"
-	"github.com/typedinformer/typedinformer/internal/controlplane"
-	"github.com/typedinformer/typedinformer/internal/democluster"
+	"github.com/typedinformer/typedinformer/internal/demo/democluster"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 // settings are the demo's knobs.
@@ -89,7 +89,7 @@ func run() int {
 // demo runs the whole show. Its deferred calls undo, in reverse order, everything it
 // set up, whether it returns normally, with an error or because ctx was cancelled.
 func demo(ctx context.Context, s settings) (err error) {
-	cl, err := democluster.Connect(ctx, controlplane.Options{})
+	cl, err := democluster.Connect(ctx, testenv.Options{})
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/examples/website"
-	"github.com/typedinformer/typedinformer/internal/democluster"
+	"github.com/typedinformer/typedinformer/internal/demo/democluster"
 	"github.com/typedinformer/typedinformer/typed"
 )
 

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/typedinformer/typedinformer/examples/website"
-	"github.com/typedinformer/typedinformer/internal/democluster"
+	"github.com/typedinformer/typedinformer/internal/demo/democluster"
 )
 
 // summary prints the reconciles, the convergence of each step, the Events, and the check

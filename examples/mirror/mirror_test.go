@@ -11,14 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/typedinformer/typedinformer/internal/controlplane"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 // TestMirrorOnARealControlPlane runs the one-page controller against kube-apiserver and
 // checks that the Secrets follow the labelled ConfigMaps: created, updated, restored
 // after someone deletes a copy, and removed when the label or the ConfigMap goes.
 func TestMirrorOnARealControlPlane(t *testing.T) {
-	cp := controlplane.StartForTest(t)
+	cp := testenv.Start(t, testenv.Options{})
 	cs := kubernetes.NewForConfigOrDie(cp.AdminConfig())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

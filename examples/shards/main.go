@@ -5,7 +5,7 @@
 // kube-apiserver (with the ShardedListAndWatch feature gate on) that it starts and stops
 // itself, it creates a namespace with 1,000 ConfigMaps and starts 3 replicas of a sharded
 // loop over them (32 shards, Leases of 5 s), each in this process with connections of its
-// own (internal/shardreplica), while a writer changes 50 ConfigMaps a second throughout.
+// own (internal/testsupport/shardreplica), while a writer changes 50 ConfigMaps a second throughout.
 // Once they have settled it kills one (its connections are cut: it releases nothing, as
 // if its pod died), waits until the two others hold every shard, adds a fourth, and waits
 // until the shards have settled again. One line a second shows who holds what. The
@@ -45,10 +45,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/typedinformer/typedinformer/internal/controlplane"
-	"github.com/typedinformer/typedinformer/internal/democluster"
-	"github.com/typedinformer/typedinformer/internal/shardreplica"
+	"github.com/typedinformer/typedinformer/internal/demo/democluster"
+	"github.com/typedinformer/typedinformer/internal/testsupport/shardreplica"
 	"github.com/typedinformer/typedinformer/typed/shard"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 // The demo's sharding: short Leases, so that a killed replica's shards move within
@@ -111,7 +111,7 @@ func run() int {
 
 // demo runs the whole show; its deferred calls undo what it set up, in reverse order.
 func demo(ctx context.Context, s settings) (err error) {
-	cl, err := democluster.Connect(ctx, controlplane.Options{})
+	cl, err := democluster.Connect(ctx, testenv.Options{})
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/typedinformer/typedinformer/internal/shardreplica"
+	"github.com/typedinformer/typedinformer/internal/testsupport/shardreplica"
 	"github.com/typedinformer/typedinformer/typed"
 )
 

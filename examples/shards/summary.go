@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/typedinformer/typedinformer/internal/democluster"
+	"github.com/typedinformer/typedinformer/internal/demo/democluster"
 )
 
 // summary prints what the replicas reported and what the record shows; it returns an

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/typedinformer/typedinformer/internal/shardreplica"
+	"github.com/typedinformer/typedinformer/internal/testsupport/shardreplica"
 )
 
 // table prints one line per second: the time since the replicas started and, for each

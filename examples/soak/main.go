@@ -27,7 +27,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/controlplane"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 func main() {
@@ -223,7 +223,7 @@ func cluster(ctx context.Context) (*rest.Config, func(), error) {
 		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
 		return cfg, func() {}, err
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
+	cp, err := testenv.StartContext(ctx, testenv.Options{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -142,7 +142,7 @@ func BenchmarkControlPlaneSync(b *testing.B) {
 
 // BenchmarkShardedReconcile measures how reconcile throughput scales with replicas of a
 // sharded loop (typed/shard) on the real control plane: 1, 2 and 4 replicas in this
-// process, each on connections of its own (internal/shardreplica), dividing 64 shards
+// process, each on connections of its own (internal/testsupport/shardreplica), dividing 64 shards
 // of 1,000 ConfigMaps, with 4 workers per replica and a reconciler that sleeps 5 ms per
 // key. It sleeps rather than spins: the replicas share this machine's cores, where on a
 // cluster each would have its own. The API server filters each shard's watch

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 
-	"github.com/typedinformer/typedinformer/internal/controlplane"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 const (
@@ -49,7 +49,7 @@ func benchControlPlaneSync(b *testing.B, lib library, cfg *rest.Config) {
 // needs one and stopped by TestMain.
 var shared struct {
 	once sync.Once
-	cp   *controlplane.ControlPlane
+	cp   *testenv.Environment
 	cfg  *rest.Config
 	skip string
 	err  error
@@ -72,7 +72,7 @@ func startControlPlane(b *testing.B) *rest.Config {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
-		shared.cp, shared.err = controlplane.Start(ctx, controlplane.Options{})
+		shared.cp, shared.err = testenv.StartContext(ctx, testenv.Options{})
 		if shared.err != nil {
 			return
 		}
@@ -195,11 +195,11 @@ func ownConnections(cfg *rest.Config) (*rest.Config, func()) {
 }
 
 // controlPlaneBinaries checks that etcd and kube-apiserver are where
-// internal/controlplane looks for them: $TYPEDINFORMER_CONTROLPLANE_BIN, else .cache/bin
+// typed/testenv looks for them: $TYPEDINFORMER_CONTROLPLANE_BIN, else .cache/bin
 // at the root of the module. (controlplane.Start reports missing binaries as an error like
 // any other; the benchmark must tell them apart to skip rather than fail.)
 func controlPlaneBinaries() error {
-	dir := os.Getenv(controlplane.EnvBinDir)
+	dir := os.Getenv(testenv.EnvBinDir)
 	if dir == "" {
 		root, err := moduleRoot()
 		if err != nil {

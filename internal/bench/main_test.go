@@ -15,7 +15,7 @@ import (
 // klogErrors collects the errors logged through klog while the benchmarks run. Anything
 // written to the test binary's output in the middle of a benchmark would split its
 // result line (the name is printed before the run, the numbers after it), breaking
-// benchstat and internal/benchreport, so errors are printed after the last benchmark
+// benchstat and internal/cmd/benchreport, so errors are printed after the last benchmark
 // instead, and informational messages (the control plane's progress) are dropped.
 var klogErrors struct {
 	sync.Mutex

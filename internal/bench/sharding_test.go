@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/typedinformer/typedinformer/internal/shardreplica"
+	"github.com/typedinformer/typedinformer/internal/testsupport/shardreplica"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )

@@ -1,7 +1,7 @@
 // Package bench holds the benchmarks that run typedinformer's controller.Controller,
 // client-go's cache.SharedIndexInformer and client-go's typed wrapper of it,
 // cache.TypedSharedIndexInformer[*corev1.ConfigMap], side by side on identical input
-// (`make bench`, which writes BENCHMARKS.md through internal/benchreport).
+// (`make bench`, which writes BENCHMARKS.md through internal/cmd/benchreport).
 //
 // Every library is fed by the same in-memory [Source]: List returns one pre-built
 // *corev1.ConfigMapList and Watch returns a [Watch] whose events the benchmark pushes one

@@ -1,5 +1,5 @@
 // Package e2e holds end-to-end tests of the typedinformer pipeline against a real
-// kube-apiserver and etcd started by internal/controlplane.
+// kube-apiserver and etcd started by typed/testenv.
 //
 // Every test starts its own control plane, runs one or more controllers against it,
 // changes objects (sometimes while restarting or cutting off processes), and ends with

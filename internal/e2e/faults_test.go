@@ -14,8 +14,8 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/controlplane"
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 // faultBackoff retries quickly, so that the tests spend their time on faults, not on
@@ -29,10 +29,10 @@ var faultBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jit
 func TestNothingLostWhenProcessesRestartDuringChurn(t *testing.T) {
 	tests := []struct {
 		name  string
-		fault func(*controlplane.ControlPlane, context.Context) error
+		fault func(*testenv.Environment, context.Context) error
 	}{
-		{name: "kube-apiserver restarts", fault: (*controlplane.ControlPlane).RestartAPIServer},
-		{name: "etcd restarts", fault: (*controlplane.ControlPlane).RestartEtcd},
+		{name: "kube-apiserver restarts", fault: (*testenv.Environment).RestartAPIServer},
+		{name: "etcd restarts", fault: (*testenv.Environment).RestartEtcd},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,8 +113,8 @@ func TestDeletedAndRecreatedWhileCutOffGetTombstoneAndAddition(t *testing.T) {
 
 // deleteAndRecreate deletes cm-00..cm-09, and deletes cm-10..cm-19 and creates them
 // again with other data.
-func deleteAndRecreate(t *testing.T) func(*controlplane.ControlPlane, kubernetes.Interface) offlineChanges {
-	return func(_ *controlplane.ControlPlane, kube kubernetes.Interface) offlineChanges {
+func deleteAndRecreate(t *testing.T) func(*testenv.Environment, kubernetes.Interface) offlineChanges {
+	return func(_ *testenv.Environment, kube kubernetes.Interface) offlineChanges {
 		ch := offlineChanges{recreated: map[string]string{}}
 		for i := range 10 {
 			name := fmt.Sprintf("cm-%02d", i)

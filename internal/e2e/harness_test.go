@@ -31,11 +31,11 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/internal/controlplane"
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
-	"github.com/typedinformer/typedinformer/internal/testwait"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 // waitTimeout bounds every wait for a condition. It is generous on purpose: the tests
@@ -51,10 +51,10 @@ type (
 // Control plane and clients
 
 // startControlPlane starts a control plane of the test's own, stopped when it ends.
-func startControlPlane(t *testing.T) *controlplane.ControlPlane {
+func startControlPlane(t *testing.T) *testenv.Environment {
 	t.Helper()
 	started := time.Now()
-	cp := controlplane.StartForTest(t)
+	cp := testenv.Start(t, testenv.Options{})
 	t.Logf("control plane started in %v", time.Since(started).Round(time.Millisecond))
 	return cp
 }
@@ -94,7 +94,7 @@ func newClients(t *testing.T, cfg *rest.Config) clients {
 
 // setUp is how a test begins: the final leak check, a control plane of its own, and an
 // admin's clients, with namespaces created.
-func setUp(t *testing.T, namespaces ...string) (*controlplane.ControlPlane, clients) {
+func setUp(t *testing.T, namespaces ...string) (*testenv.Environment, clients) {
 	t.Helper()
 	checkLeaksAtEnd(t)
 	cp := startControlPlane(t)
@@ -171,14 +171,14 @@ var clientGoroutines = []goleak.Option{
 	goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 	goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
 	goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
-	goleak.IgnoreAnyFunction(controlplane.WaiterFunction),
+	goleak.IgnoreAnyFunction(testenv.WaiterFunction),
 	spawner,
 }
 
 // spawner is the goroutine, locked to its OS thread, from which the control plane forks
 // etcd and kube-apiserver; it lives as long as the test binary by design (see
-// controlplane.startCommand), so even the final check ignores it.
-var spawner = goleak.IgnoreAnyFunction(controlplane.SpawnerFunction)
+// testenv's startCommand), so even the final check ignores it.
+var spawner = goleak.IgnoreAnyFunction(testenv.SpawnerFunction)
 
 // checkLeaksAtEnd makes the test fail if any goroutine started after this call is still
 // running once every cleanup registered later (control plane, connections, controllers)

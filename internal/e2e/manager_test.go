@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )

@@ -16,7 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/typedinformer/typedinformer/controller"
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
 )
 
 // forbiddenBackoff doubles from 200 ms without jitter, so that the attempts a fake clock

@@ -16,8 +16,8 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/controlplane"
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 // cutOffBackoff is the backoff of controllers whose clock is fake: the durations do not
@@ -92,7 +92,7 @@ const offlineNS = "offline"
 // from a resource version out of that cache, which answers an older version with 410
 // Gone. Without it, whether the controller could re-watch would depend on whether the
 // apiserver's own shutdown and start-up writes happened to move etcd's revision.
-func runCutOff(t *testing.T, change func(cp *controlplane.ControlPlane, kube kubernetes.Interface) offlineChanges, opts ...controller.Options[cm]) cutOff {
+func runCutOff(t *testing.T, change func(cp *testenv.Environment, kube kubernetes.Interface) offlineChanges, opts ...controller.Options[cm]) cutOff {
 	cp := startControlPlane(t)
 	admin := newClients(t, cp.AdminConfig())
 	createNamespaces(t, admin.kube, offlineNS)
@@ -221,7 +221,7 @@ func assertRelistedOnce(t *testing.T, r cutOff) {
 // an addition for everything that appeared and a modification for everything changed.
 func TestChangesWhileAPIServerIsDownAreDelivered(t *testing.T) {
 	checkLeaksAtEnd(t)
-	r := runCutOff(t, func(_ *controlplane.ControlPlane, kube kubernetes.Interface) offlineChanges {
+	r := runCutOff(t, func(_ *testenv.Environment, kube kubernetes.Interface) offlineChanges {
 		return deleteUpdateCreate(t, kube)
 	})
 	assertOfflineChangesDelivered(t, r.c, r.h, r.holdSeq, r.changes)
@@ -272,7 +272,7 @@ func TestRelistAfterCompactionLosesNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkLeaksAtEnd(t)
-			r := runCutOff(t, func(cp *controlplane.ControlPlane, kube kubernetes.Interface) offlineChanges {
+			r := runCutOff(t, func(cp *testenv.Environment, kube kubernetes.Interface) offlineChanges {
 				ch := deleteUpdateCreate(t, kube)
 				compactedTo, err := cp.CompactEtcd(timeout(t))
 				if err != nil {

@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/typedinformer/typedinformer/internal/shardreplica"
+	"github.com/typedinformer/typedinformer/internal/testsupport/shardreplica"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/typedinformer/typedinformer/controller"
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
 )
 
 // TestWatchListSyncsWithoutAListAndFollowsChanges: with watch-list on, the controller

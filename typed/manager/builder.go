@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
@@ -256,7 +256,7 @@ func watchKind[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	if b.completed {
 		return nil // documented: nothing is left to report an error to
 	}
-	if nilness.IsNil(from) {
+	if guard.IsNil(from) {
 		return fail(fmt.Errorf("%w: the Source or Cache", typed.ErrNilArgument))
 	}
 	for i, p := range preds {
@@ -309,7 +309,7 @@ func (b *Builder[T, L]) Complete(r typed.Reconciler[T]) (*Loop[T, L], error) {
 	}
 	b.completed = true
 	errs := b.errs
-	if nilness.IsNil(r) {
+	if guard.IsNil(r) {
 		errs = append(errs, fmt.Errorf("Complete(%T): %w: the reconciler", zero, typed.ErrNilArgument))
 	}
 	kind, known := b.primaryKind()

@@ -20,7 +20,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
@@ -313,7 +313,7 @@ func listerWatcher[T event.Object, L reflect.List](src Source[T, L], ns string) 
 			err = fmt.Errorf("the Source of %T panicked for namespace %q: %v", zero, ns, v)
 		}
 	}()
-	if lw = src.ListerWatcher(ns); nilness.IsNil(lw) {
+	if lw = src.ListerWatcher(ns); guard.IsNil(lw) {
 		return nil, fmt.Errorf("%w: the Source of %T returned no ListerWatcher for namespace %q", typed.ErrNilArgument, zero, ns)
 	}
 	return lw, nil
@@ -392,7 +392,7 @@ func (m *Manager) cacheMetrics(name string) (metrics controller.Metrics) {
 			klog.Background().Error(fmt.Errorf("panic: %v", v), "Options.CacheMetrics panicked; the cache has no metrics", "cache", name)
 		}
 	}()
-	if metrics = m.opts.CacheMetrics(name); nilness.IsNil(metrics) {
+	if metrics = m.opts.CacheMetrics(name); guard.IsNil(metrics) {
 		return nil
 	}
 	return metrics
@@ -725,7 +725,7 @@ func (c *Cache[T, L]) Err() error {
 // removed when the handle is released. It returns an error wrapping controller.ErrNilHandler
 // for a nil h, and ErrReleased for a released handle.
 func (c *Cache[T, L]) AddHandler(name string, h controller.Handler[T]) (*Registration, error) {
-	if nilness.IsNil(h) {
+	if guard.IsNil(h) {
 		return nil, fmt.Errorf("%w: handler %q", controller.ErrNilHandler, name)
 	}
 	if c == nil {

@@ -5,8 +5,7 @@ import (
 	"fmt"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
-	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
@@ -36,7 +35,7 @@ func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[
 	switch {
 	case c == nil:
 		return nil, fmt.Errorf("%w: NewLoop's cache of %T", typed.ErrNilArgument, zero)
-	case nilness.IsNil(r):
+	case guard.IsNil(r):
 		return nil, fmt.Errorf("%w: NewLoop's reconciler of %T", typed.ErrNilArgument, zero)
 	}
 	if opts.Name == "" {
@@ -152,7 +151,7 @@ func inScope[S event.Object, T event.Object, L reflect.List](l *Loop[T, L], i in
 func (l *Loop[T, L]) reportKey(key string, err error) {
 	logger := l.cache.m.logger().WithValues("loop", l.needs.name, "key", key)
 	if l.onError != nil {
-		defer recovered.Log(logger, err, "related key dropped, whose OnError panicked")
+		defer guard.LogPanic(logger, err, "related key dropped, whose OnError panicked")
 		l.onError(context.Background(), key, err)
 		return
 	}

@@ -17,8 +17,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/internal/nilness"
-	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -217,7 +216,7 @@ func (m *Manager) Add(name string, r Runnable) error {
 	if e, ok := r.(everyReplica); ok {
 		inner = e.Runnable
 	}
-	if nilness.IsNil(inner) {
+	if guard.IsNil(inner) {
 		return fmt.Errorf("%w: runnable %q", typed.ErrNilArgument, name)
 	}
 	leader, err := needsLeader(name, r)
@@ -320,7 +319,7 @@ func (m *Manager) mutation(ctx context.Context, cache string, err *eventcache.Mu
 	m.errs = append(m.errs, fmt.Errorf("cache %s: %w", cache, err))
 	m.mu.Unlock()
 	if m.opts.OnMutation != nil {
-		defer recovered.Log(klog.FromContext(ctx), err, "Options.OnMutation panicked", "cache", cache)
+		defer guard.LogPanic(klog.FromContext(ctx), err, "Options.OnMutation panicked", "cache", cache)
 		m.opts.OnMutation(cache, err)
 	}
 }
@@ -536,7 +535,7 @@ type probeServer struct {
 // serveProbes starts serving /healthz and /readyz, if the options ask for it.
 func (m *Manager) serveProbes(ctx context.Context) (*probeServer, error) {
 	l := m.opts.HealthProbeListener
-	if nilness.IsNil(l) {
+	if guard.IsNil(l) {
 		l = nil // a typed nil is none, not a listener to call
 	}
 	if l == nil && m.opts.HealthProbeAddress == "" {

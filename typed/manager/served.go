@@ -20,7 +20,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -289,7 +289,7 @@ func awaitServed[T event.Object, L reflect.List](m *Manager, cache string, gvr s
 		backoff := slow
 		fast := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: max(slow.Cap, slow.Duration)}
 		var crd *crdWatch
-		if !nilness.IsNil(crds) && gvr.Group != "" && gvr.Resource != "" {
+		if !guard.IsNil(crds) && gvr.Group != "" && gvr.Resource != "" {
 			crd = watchCRD(ctx, crds, cache, gvr)
 			defer crd.stop()
 		}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/typedinformer/typedinformer/controller/fake"
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -70,7 +70,7 @@ func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource, clusterS
 	// resource.version.group, as kubectl writes a fully qualified resource.
 	name := strings.TrimSuffix(gvr.Resource+"."+gvr.Version+"."+gvr.Group, ".")
 	s := src{Resource: name, GroupVersionResource: gvr, ClusterScoped: clusterScoped}
-	if nilness.IsNil(client) {
+	if guard.IsNil(client) {
 		return s // Acquire reports the missing ListerWatcher
 	}
 	s.ListerWatcher = func(ns string) controller.ListerWatcher[*unstructured.Unstructured, *unstructured.UnstructuredList] {

@@ -20,8 +20,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/typedinformer/typedinformer/internal/leasecheck"
-	"github.com/typedinformer/typedinformer/internal/leasefake"
+	"github.com/typedinformer/typedinformer/internal/guard"
+	"github.com/typedinformer/typedinformer/internal/testsupport/leasefake"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
@@ -77,7 +77,7 @@ func TestALeaseClientReturningNothingIsAnErrorNeverAPanic(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(logs.String(), leasecheck.ErrNothing.Error()) {
+	if !strings.Contains(logs.String(), guard.ErrNoLease.Error()) {
 		t.Errorf("no error saying the client returned nothing was logged:\n%s", logs)
 	}
 	// The elector, on its own, gets the same guard.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -50,7 +50,7 @@ func Filter[T event.Object, L reflect.List](lw controller.ListerWatcher[T, L], s
 	if err := space.Validate(); err != nil {
 		return nil, err
 	}
-	if nilness.IsNil(lw) {
+	if guard.IsNil(lw) {
 		return nil, nil
 	}
 	f := &Filtered[T, L]{lw: lw, space: space, held: make([]bool, space.Shards), selector: space.Selector(shards)}
@@ -91,7 +91,7 @@ func (f *Filtered[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, 
 	list, listErr := f.lw.List(ctx, opts)
 	// A list returned with an error may still be used (reflect.ErrIncompleteList keeps
 	// its items), so it is filtered too.
-	if f.all || nilness.IsNil(list) {
+	if f.all || guard.IsNil(list) {
 		return list, listErr
 	}
 	f.server.Store(shardInfo(list) == f.selector)
@@ -118,7 +118,7 @@ func (f *Filtered[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, 
 func (f *Filtered[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.ShardSelector = f.selector
 	w, err := f.lw.Watch(ctx, opts)
-	if err != nil || f.all || nilness.IsNil(w) || w.ResultChan() == nil {
+	if err != nil || f.all || guard.IsNil(w) || w.ResultChan() == nil {
 		return w, err // the reflector reports a nil watch or channel
 	}
 	fw := &filteredWatch{in: w, out: make(chan watch.Event), stop: make(chan struct{}), keep: f.contains}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/nilness"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
@@ -78,7 +78,7 @@ func NewLoop[T event.Object, L reflect.List](s *Sharder, lw controller.ListerWat
 		var zero T
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
-	if nilness.IsNil(opts.Metrics) {
+	if guard.IsNil(opts.Metrics) {
 		opts.Metrics = nil // typed-nil: none, as typed.NewLoop reads it, not a wrapper around nil
 	}
 	return &Loop[T, L]{sharder: s, lw: lw, r: r, opts: opts, preds: preds, workers: make(chan struct{}, opts.Workers)}
@@ -142,9 +142,9 @@ func (l *Loop[T, L]) check() error {
 		return fmt.Errorf("%w: a nil Loop", typed.ErrNilArgument)
 	case l.sharder == nil:
 		return fmt.Errorf("%w: the Loop's sharder", typed.ErrNilArgument)
-	case nilness.IsNil(l.lw):
+	case guard.IsNil(l.lw):
 		return fmt.Errorf("%w: the Loop's ListerWatcher", typed.ErrNilArgument)
-	case nilness.IsNil(l.r):
+	case guard.IsNil(l.r):
 		return fmt.Errorf("%w: the Loop's reconciler", typed.ErrNilArgument)
 	case len(l.errs) > 0:
 		return errors.Join(l.errs...)
@@ -356,7 +356,7 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](l 
 		return err
 	}
 	switch {
-	case nilness.IsNil(lw):
+	case guard.IsNil(lw):
 		return fail(fmt.Errorf("%w: the ListerWatcher of %s", typed.ErrNilArgument, name))
 	case keysOf == nil:
 		return fail(fmt.Errorf("%w: the mapping of %s", typed.ErrNilArgument, name))

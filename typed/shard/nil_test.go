@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
-	"github.com/typedinformer/typedinformer/internal/leasefake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/leasefake"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )

@@ -19,9 +19,7 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/typedinformer/typedinformer/internal/leasecheck"
-	"github.com/typedinformer/typedinformer/internal/nilness"
-	"github.com/typedinformer/typedinformer/internal/recovered"
+	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -199,7 +197,7 @@ func New(opts Options) (*Sharder, error) {
 	opts.LeaseDuration = orDefault(opts.LeaseDuration, 15*time.Second)
 	opts.RenewDeadline = orDefault(opts.RenewDeadline, 10*time.Second)
 	opts.RetryPeriod = orDefault(opts.RetryPeriod, 2*time.Second)
-	if nilness.IsNil(opts.Metrics) {
+	if guard.IsNil(opts.Metrics) {
 		opts.Metrics = nil
 	} else {
 		opts.Metrics = safeMetrics{opts.Metrics}
@@ -209,7 +207,7 @@ func New(opts Options) (*Sharder, error) {
 		errs = append(errs, err)
 	}
 	switch {
-	case nilness.IsNil(opts.Client):
+	case guard.IsNil(opts.Client):
 		errs = append(errs, errors.New("no Lease client"))
 	case opts.Identity == "":
 		errs = append(errs, errors.New("no identity"))
@@ -233,7 +231,7 @@ func New(opts Options) (*Sharder, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	opts.Client = leasecheck.Checked(opts.Client)
+	opts.Client = guard.Leases(opts.Client)
 	return &Sharder{opts: opts}, nil
 }
 
@@ -728,7 +726,7 @@ func (s *Sharder) lead(ctx context.Context, i int, c *campaign, work func(contex
 	}}
 	s.setLeading(i, c, true)
 	defer s.setLeading(i, c, false)
-	defer recovered.Log(logger, nil, "shard work panicked")
+	defer guard.LogPanic(logger, nil, "shard work panicked")
 	work(klog.NewContext(wctx, logger), sh)
 }
 
@@ -781,26 +779,26 @@ func (s *Sharder) stop(ctx context.Context) {
 type safeMetrics struct{ m Metrics }
 
 func (s safeMetrics) ShardsHeld(group string, n int) {
-	defer recovered.Log(klog.Background(), nil, "Metrics.ShardsHeld panicked", "sharder", group)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics.ShardsHeld panicked", "sharder", group)
 	s.m.ShardsHeld(group, n)
 }
 
 func (s safeMetrics) ShardMoved(group string, shard int, gained bool) {
-	defer recovered.Log(klog.Background(), nil, "Metrics.ShardMoved panicked", "sharder", group, "shard", shard)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics.ShardMoved panicked", "sharder", group, "shard", shard)
 	s.m.ShardMoved(group, shard, gained)
 }
 
 func (s safeMetrics) HandOver(group string, shard int, d time.Duration) {
-	defer recovered.Log(klog.Background(), nil, "Metrics.HandOver panicked", "sharder", group, "shard", shard)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics.HandOver panicked", "sharder", group, "shard", shard)
 	s.m.HandOver(group, shard, d)
 }
 
 func (s safeMetrics) ShardObjects(group string, shard int, n int) {
-	defer recovered.Log(klog.Background(), nil, "Metrics.ShardObjects panicked", "sharder", group, "shard", shard)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics.ShardObjects panicked", "sharder", group, "shard", shard)
 	s.m.ShardObjects(group, shard, n)
 }
 
 func (s safeMetrics) ShardKeys(group string, shard int, n int) {
-	defer recovered.Log(klog.Background(), nil, "Metrics.ShardKeys panicked", "sharder", group, "shard", shard)
+	defer guard.LogPanic(klog.Background(), nil, "Metrics.ShardKeys panicked", "sharder", group, "shard", shard)
 	s.m.ShardKeys(group, shard, n)
 }

@@ -22,7 +22,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	"github.com/typedinformer/typedinformer/internal/leasefake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/leasefake"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
 

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/internal/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
 )
 
 type cm = *corev1.ConfigMap

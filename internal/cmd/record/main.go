@@ -4,7 +4,7 @@
 // namespace, watches from the list's resource version while a fixed script creates,
 // updates, deletes and re-creates objects, and ends with a fresh List of the final state.
 //
-//	go run ./internal/record -o testdata/watch/configmaps.json
+//	go run ./internal/cmd/record -o testdata/watch/configmaps.json
 package main
 
 import (
@@ -24,8 +24,8 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/typedinformer/typedinformer/internal/controlplane"
-	"github.com/typedinformer/typedinformer/internal/watchrecord"
+	"github.com/typedinformer/typedinformer/internal/testsupport/watchrecord"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 func main() {
@@ -40,7 +40,7 @@ func main() {
 }
 
 func run(ctx context.Context, out string) (err error) {
-	cp, err := controlplane.Start(ctx, controlplane.Options{Logger: klog.Background().V(1)})
+	cp, err := testenv.StartContext(ctx, testenv.Options{Logger: klog.Background().V(1)})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@
 // three libraries, typedinformer's ratio to each client-go informer and the targets of
 // the issue (met only if met against both), and how to reproduce the figures. It is what `make bench` runs:
 //
-//	go run ./internal/benchreport -benchtime 1x
+//	go run ./internal/cmd/benchreport -benchtime 1x
 //
 // It runs
 //
@@ -38,7 +38,7 @@ func main() {
 	bench := flag.String("bench", ".", "go test -bench: which benchmarks to run")
 	timeout := flag.Duration("timeout", 60*time.Minute, "go test -timeout")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./internal/benchreport [flags]\n\n"+
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./internal/cmd/benchreport [flags]\n\n"+
 			"Runs the benchmarks of ./internal/bench and writes BENCHMARKS.md.\n\n")
 		flag.PrintDefaults()
 	}

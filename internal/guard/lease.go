@@ -1,7 +1,4 @@
-// Package leasecheck guards the code that reads and writes Leases against a client that
-// returns neither a Lease nor an error, which client-go's leader election and the
-// Sharder would otherwise dereference.
-package leasecheck
+package guard
 
 import (
 	"context"
@@ -13,12 +10,12 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
-// ErrNothing is returned, wrapped, for a call that returned neither a Lease nor an error.
-var ErrNothing = errors.New("the Lease client returned neither a Lease nor an error")
+// ErrNoLease is returned, wrapped, for a call that returned neither a Lease nor an error.
+var ErrNoLease = errors.New("the Lease client returned neither a Lease nor an error")
 
 // Checked returns leases, whose Get, Create, Update and List turn a nil result with no
-// error into an error wrapping ErrNothing.
-func Checked(leases coordinationclient.LeasesGetter) coordinationclient.LeasesGetter {
+// error into an error wrapping ErrNoLease.
+func Leases(leases coordinationclient.LeasesGetter) coordinationclient.LeasesGetter {
 	if c, ok := leases.(checkedGetter); ok {
 		return c
 	}
@@ -60,7 +57,7 @@ func (c checked) List(ctx context.Context, opts metav1.ListOptions) (*coordinati
 // nonNil returns v and err, or an error naming the call when both are nil.
 func nonNil[P *coordinationv1.Lease | *coordinationv1.LeaseList](v P, err error, verb, name string) (P, error) {
 	if err == nil && v == nil {
-		return nil, fmt.Errorf("%w: %s %s", ErrNothing, verb, name)
+		return nil, fmt.Errorf("%w: %s %s", ErrNoLease, verb, name)
 	}
 	return v, err
 }

@@ -179,7 +179,7 @@ var scenarios = []scenario{
 		about: "typedinformer alone (client-go has no sharding). 1,000 ConfigMaps on the local control plane " +
 			"(kube-apiserver with `ShardedListAndWatch`, so that each shard's watch carries its own objects only), " +
 			"64 shards by UID (`typed/shard`), 1, 2 and 4 replicas in one process, each on connections of its own " +
-			"(`internal/shardreplica`), 4 workers per replica, and a reconciler that takes 5 ms per key. " +
+			"(`internal/testsupport/shardreplica`), 4 workers per replica, and a reconciler that takes 5 ms per key. " +
 			"The reconciler **sleeps** rather than computes: the replicas share this machine's cores, where on a " +
 			"cluster each would have its own, so a CPU-bound reconciler would measure the cores, not the sharding. " +
 			"Leases of 4 s (renew deadline 3 s, retry 0.5 s). Once the shards have settled (each replica holds what " +
@@ -245,7 +245,7 @@ func render(r *results, m machine, run runInfo) string {
 	}
 
 	fmt.Fprintf(&b, "# Benchmarks: typedinformer and client-go side by side\n\n")
-	fmt.Fprintf(&b, "Written by `make bench` (`go run ./internal/benchreport`) on %s. "+
+	fmt.Fprintf(&b, "Written by `make bench` (`go run ./internal/cmd/benchreport`) on %s. "+
 		"Do not edit: run `make bench` again. The raw `go test` output is in `%s`.\n\n",
 		m.date.Format("2006-01-02 15:04 MST"), run.raw)
 
@@ -339,8 +339,8 @@ func render(r *results, m machine, run runInfo) string {
 	fmt.Fprintf(&b, "```sh\n")
 	fmt.Fprintf(&b, "make bench                      # builds etcd and kube-apiserver once, runs everything, rewrites BENCHMARKS.md\n")
 	fmt.Fprintf(&b, "make bench BENCHTIME=5x         # more ops per benchmark\n")
-	fmt.Fprintf(&b, "go run ./internal/benchreport -count 5           # medians of 5 runs\n")
-	fmt.Fprintf(&b, "go run ./internal/benchreport -bench SteadyState # one scenario\n")
+	fmt.Fprintf(&b, "go run ./internal/cmd/benchreport -count 5           # medians of 5 runs\n")
+	fmt.Fprintf(&b, "go run ./internal/cmd/benchreport -bench SteadyState # one scenario\n")
 	fmt.Fprintf(&b, "go test -run '^$' -bench Shard -benchtime 1x ./internal/bench/ # the sharding scenarios alone, without rewriting BENCHMARKS.md\n")
 	fmt.Fprintf(&b, "```\n\n")
 	fmt.Fprintf(&b, "Without the control plane binaries (`make controlplane`) the real control plane scenarios are skipped.\n\n")

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/typedinformer/typedinformer/internal/fuzzseed"
+	"github.com/typedinformer/typedinformer/internal/testsupport/fuzzseed"
 )
 
 func TestParse(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/typedinformer/typedinformer/internal/controlplane"
+	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
 // Cluster is where a demo runs: the cluster in $KUBECONFIG, or a local control plane
@@ -33,7 +33,7 @@ func (c *Cluster) Close() error { return c.close() }
 // Connect uses $KUBECONFIG when it is set and starts a local control plane with opts
 // otherwise (its progress messages go to klog at verbosity 1 unless opts.Logger is set).
 // It prints one line saying which.
-func Connect(ctx context.Context, opts controlplane.Options) (*Cluster, error) {
+func Connect(ctx context.Context, opts testenv.Options) (*Cluster, error) {
 	if os.Getenv("KUBECONFIG") != "" {
 		return connectKubeconfig()
 	}
@@ -62,7 +62,7 @@ func connectKubeconfig() (*Cluster, error) {
 	return &Cluster{Config: config, Describe: describe, close: func() error { return nil }}, nil
 }
 
-func startLocal(ctx context.Context, opts controlplane.Options) (*Cluster, error) {
+func startLocal(ctx context.Context, opts testenv.Options) (*Cluster, error) {
 	// One line, finished when the control plane is ready, so that the wait is explained
 	// while it happens.
 	fmt.Print("$KUBECONFIG is not set: starting a local control plane (etcd, kube-apiserver) ... ")
@@ -72,7 +72,7 @@ func startLocal(ctx context.Context, opts controlplane.Options) (*Cluster, error
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = klog.Background().V(1)
 	}
-	cp, err := controlplane.Start(ctx, opts)
+	cp, err := testenv.StartContext(ctx, opts)
 	if err != nil {
 		fmt.Println("failed")
 		return nil, err

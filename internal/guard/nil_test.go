@@ -1,4 +1,4 @@
-package nilness
+package guard
 
 import (
 	"context"

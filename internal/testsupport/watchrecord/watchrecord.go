@@ -1,6 +1,6 @@
 // Package watchrecord holds the format of the recordings in testdata/watch: a List of
 // ConfigMaps, the watch stream that followed it and a fresh List of the final state, as a
-// real kube-apiserver served them. internal/record writes them; replay tests read them.
+// real kube-apiserver served them. internal/cmd/record writes them; replay tests read them.
 package watchrecord
 
 import (

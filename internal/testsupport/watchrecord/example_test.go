@@ -3,7 +3,7 @@ package watchrecord_test
 import (
 	"fmt"
 
-	"github.com/typedinformer/typedinformer/internal/watchrecord"
+	"github.com/typedinformer/typedinformer/internal/testsupport/watchrecord"
 )
 
 func ExampleLoad() {

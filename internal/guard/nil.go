@@ -1,7 +1,4 @@
-// Package nilness tells whether a value in an interface is nil, typed nil included, for
-// the checks at the library's public boundaries (DESIGN 18: nil and typed-nil input is a
-// reported error, never a panic).
-package nilness
+package guard
 
 import "reflect"
 

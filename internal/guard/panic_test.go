@@ -1,4 +1,4 @@
-package recovered
+package guard
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ func TestLogRecoversAndLogsThePanicWithItsStack(t *testing.T) {
 			var lines []string
 			logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
 			func() {
-				defer Log(logger, tt.handling, "callback panicked", "k", "v")
+				defer LogPanic(logger, tt.handling, "callback panicked", "k", "v")
 				panic("boom")
 			}()
 			if len(lines) != 1 {
@@ -40,7 +40,7 @@ func TestLogRecoversAndLogsThePanicWithItsStack(t *testing.T) {
 func TestLogIsSilentWithoutAPanic(t *testing.T) {
 	var lines []string
 	logger := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
-	func() { defer Log(logger, nil, "callback panicked") }()
+	func() { defer LogPanic(logger, nil, "callback panicked") }()
 	if len(lines) != 0 {
 		t.Errorf("logged %q without a panic", lines)
 	}

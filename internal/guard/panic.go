@@ -1,7 +1,4 @@
-// Package recovered keeps a user's callback from ending the process: the library calls
-// error handlers, metrics and leader-election callbacks on goroutines of its own, where
-// nothing else would recover a panic (DESIGN 18: a panic is reported, never fatal).
-package recovered
+package guard
 
 import (
 	"fmt"
@@ -14,7 +11,7 @@ import (
 // with msg, keysAndValues, the panic's value ("panic") and the stack ("stack"). err is
 // the error the callback was handling, logged as the line's error; when nil, the panic
 // is. It must itself be the deferred call: recover works only there.
-func Log(logger klog.Logger, err error, msg string, keysAndValues ...any) {
+func LogPanic(logger klog.Logger, err error, msg string, keysAndValues ...any) {
 	v := recover()
 	if v == nil {
 		return
