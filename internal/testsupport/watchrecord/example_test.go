@@ -7,7 +7,7 @@ import (
 )
 
 func ExampleLoad() {
-	rec, events, err := watchrecord.Load("../../testdata/watch/configmaps.json")
+	rec, events, err := watchrecord.Load("../../../testdata/watch/configmaps.json")
 	if err != nil {
 		fmt.Println(err)
 		return
