@@ -16,7 +16,9 @@
 // A Sharder gives each shard to one live replica of a group. Each replica renews a member
 // Lease; every replica computes the same assignment from the live members (Assign:
 // rendezvous hashing, capped so that no replica holds more than one shard above an even
-// share, within ceil(1.5*S/N)); and a replica works on a shard only while it holds that
+// share, within ceil(1.5*S/N); each replica's cap falls at a member count of its own, so
+// that a join or a leave moves on average about a share, at most 2.5 times it); and a
+// replica works on a shard only while it holds that
 // shard's Lease, campaigned for with typed.LeaderElection. A shard moves by hand-over:
 // the old owner stops taking the shard's keys, lets its in-flight reconciles finish, and
 // only then releases the Lease; the new owner acquires it then, or once it expires if the
