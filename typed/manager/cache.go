@@ -25,7 +25,8 @@ import (
 	"github.com/typedinformer/typedinformer/typed"
 )
 
-// ErrReleased is returned by the methods of a Cache whose Release has been called.
+// ErrReleased is returned by the methods of a Cache whose Release has been called,
+// WaitForSync included when Release is called while it waits.
 var ErrReleased = errors.New("cache released")
 
 // ErrNoResource is returned, wrapped, by Acquire for a Source of *unstructured.Unstructured

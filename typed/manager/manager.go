@@ -29,7 +29,8 @@ const DefaultShutdownTimeout = 30 * time.Second
 var ErrAlreadyStarted = errors.New("manager already started")
 
 // ErrStopped is returned by Acquire, Add, NewLoop and Related once the Manager is
-// shutting down its caches, or has stopped.
+// shutting down its caches, or has stopped; by Loop.Enqueue once the Manager is shutting
+// down; and by Cache.WaitForSync when the Manager stops the cache it waits for.
 var ErrStopped = errors.New("manager stopped")
 
 // ErrShutdownTimeout is returned by Run, wrapped with what was still running, when
