@@ -193,12 +193,15 @@ func (le LeaderElection) term(ctx context.Context, cfg leaderelection.LeaderElec
 	case leadCtx := <-started:
 		logger := klog.FromContext(ctx).WithValues("lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
 		logger.Info("started leading")
-		runCtx, cancelRun := context.WithCancel(leadCtx)
+		// lead's context is held's child: when leadership is lost, held ends first, so
+		// that lead, seeing its context end, finds held ended too.
+		held, cancelHeld := context.WithCancel(leadCtx)
+		runCtx, cancelRun := context.WithCancel(held)
 		defer cancelRun()
 		stop := context.AfterFunc(ctx, cancelRun)
 		defer stop()
 		defer logger.Info("stopped leading")
-		held, endHeld := boundAfter(leadCtx, runCtx, cfg.RenewDeadline)
+		endHeld := cancelAfter(runCtx, cfg.RenewDeadline, cancelHeld)
 		defer endHeld()
 		lead(runCtx, held)
 		return true, nil
@@ -271,10 +274,9 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// boundAfter returns a context that ends with parent, or d after end has ended, and its
-// cancel function, which also stops the timer.
-func boundAfter(parent, end context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
+// cancelAfter calls cancel d after end has ended. The function it returns stops the
+// timer and calls cancel at once.
+func cancelAfter(end context.Context, d time.Duration, cancel context.CancelFunc) func() {
 	var (
 		mu      sync.Mutex
 		timer   *time.Timer
@@ -287,7 +289,7 @@ func boundAfter(parent, end context.Context, d time.Duration) (context.Context, 
 			timer = time.AfterFunc(d, cancel)
 		}
 	})
-	return ctx, func() {
+	return func() {
 		stopAfter()
 		mu.Lock()
 		stopped = true
