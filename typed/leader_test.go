@@ -581,14 +581,13 @@ func TestRunHandingOverKeepsTheLeaseWhileLeadFinishes(t *testing.T) {
 				HeldLasted bool
 			}
 			var got seen
-			var ended, heldEnded time.Time
+			var heldEnded time.Time
 			working := make(chan struct{})
 			done := make(chan error, 1)
 			go func() {
 				done <- leaderElection("a", server.CoordinationV1()).RunHandingOver(ctx, func(ctx, held context.Context) {
 					close(working)
 					<-ctx.Done()
-					ended = time.Now()
 					got.HeldLasted = held.Err() == nil
 					if l, err := server.CoordinationV1().Leases(leNamespace).Get(context.Background(), leName, metav1.GetOptions{}); err == nil {
 						got.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
@@ -599,6 +598,9 @@ func TestRunHandingOverKeepsTheLeaseWhileLeadFinishes(t *testing.T) {
 				})
 			}()
 			<-working
+			// held's RenewDeadline runs from the end of lead's context, which is after this
+			// instant; lead sees the end later still, so time it from here.
+			ended := time.Now()
 			tc.end(cancel, &cut)
 			if err := <-done; err != nil {
 				t.Fatal(err)

@@ -422,7 +422,7 @@ func TestWorkFinishesTheHandOverHoldingTheLease(t *testing.T) {
 				HeldEndedBeforeReturn bool
 			}
 			var got seen
-			var left, returned time.Time
+			var returned time.Time
 			s, err := shard.New(shard.Options{
 				Client: server, Namespace: "default", Name: "test", Identity: "a", Space: shard.Space{Shards: 1},
 				LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
@@ -438,7 +438,6 @@ func TestWorkFinishesTheHandOverHoldingTheLease(t *testing.T) {
 				done <- s.Run(ctx, func(ctx context.Context, sh shard.Shard) {
 					close(working)
 					<-ctx.Done()
-					left = time.Now()
 					if sh.Held().Err() != nil {
 						t.Error("Held had ended when work's context did")
 					}
@@ -454,6 +453,9 @@ func TestWorkFinishesTheHandOverHoldingTheLease(t *testing.T) {
 				})
 			}()
 			<-working
+			// Held's RenewDeadline runs from the end of work's context, which is after
+			// this instant; work sees the end later still, so time it from here.
+			cancelled := time.Now()
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -461,8 +463,8 @@ func TestWorkFinishesTheHandOverHoldingTheLease(t *testing.T) {
 			if diff := cmp.Diff(seen{HolderDuringHandOver: "a", HeldEndedBeforeReturn: tc.wantHeldEnded}, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
-			if tc.wantHeldEnded && returned.Sub(left) < 1500*time.Millisecond {
-				t.Errorf("Held ended %v after work's context, want RenewDeadline (1.5s)", returned.Sub(left))
+			if tc.wantHeldEnded && returned.Sub(cancelled) < 1500*time.Millisecond {
+				t.Errorf("Held ended %v after work's context, want RenewDeadline (1.5s)", returned.Sub(cancelled))
 			}
 			l, err := server.Leases("default").Get(t.Context(), "test-shard-0", metav1.GetOptions{})
 			if err != nil {
