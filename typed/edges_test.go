@@ -161,3 +161,54 @@ func (*countingMetrics) QueueDepth(string, int)                 {}
 func (*countingMetrics) Retry(string)                           {}
 func (*countingMetrics) ReconcileLatency(string, time.Duration) {}
 func (m *countingMetrics) ReconcileError(string, bool)          { m.errors.Add(1) }
+
+// A Terminal error keeps its meaning when the Loop stops during the reconcile: the
+// deletion is reported as terminal and dropped, not taken for an interruption and
+// reconciled again by RunHandingOver's drain.
+func TestATerminalErrorWrappingTheContextsIsNotAnInterruption(t *testing.T) {
+	src := fake.New[obj, list](cm("a", "1"))
+	c := controller.New[obj, list](src)
+	var deletions, terminal atomic.Int32
+	inDeletion := make(chan struct{})
+	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+		if !req.Deleted {
+			return typed.Result{}, nil
+		}
+		if deletions.Add(1) == 1 {
+			close(inDeletion)
+		}
+		<-ctx.Done()
+		return typed.Result{}, typed.Terminal(fmt.Errorf("gave up: %w", ctx.Err()))
+	}), typed.Options{OnError: func(_ context.Context, _ string, err error) {
+		if typed.IsTerminal(err) {
+			terminal.Add(1)
+		}
+	}})
+	cctx, stopController := context.WithCancel(context.Background())
+	defer stopController()
+	cdone := make(chan error, 1)
+	go func() { cdone <- c.Run(cctx) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	ldone := make(chan error, 1)
+	go func() { ldone <- l.RunHandingOver(ctx, context.Background()) }()
+	if err := c.WaitForSync(cctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the loop's handler", func() bool { return src.Watching() == 1 })
+	if _, err := src.Delete("ns", "a"); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, inDeletion, "the deletion's reconcile")
+	cancel()
+	if err := receive(t, ldone, "RunHandingOver returns"); err != nil {
+		t.Fatal(err)
+	}
+	stopController()
+	if err := receive(t, cdone, "the controller returns"); err != nil {
+		t.Fatal(err)
+	}
+	if n, term := deletions.Load(), terminal.Load(); n != 1 || term != 1 {
+		t.Errorf("the deletion was reconciled %d times and reported terminal %d times, want once and once", n, term)
+	}
+	verifyNoLeaks(t)
+}

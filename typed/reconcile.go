@@ -488,7 +488,7 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 		l.opts.Metrics.ReconcileLatency(l.opts.Name, time.Since(start))
 	}
 	switch {
-	case err != nil && interrupted(ctx, err):
+	case err != nil && !IsTerminal(err) && interrupted(ctx, err):
 		// Cut short by the Loop stopping, which is routine: not a failure to report or
 		// count. A deletion keeps its last state, for RunHandingOver's drain.
 		logger.V(2).Info("Reconcile interrupted: the loop is stopping", "err", err)

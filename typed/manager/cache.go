@@ -633,20 +633,29 @@ func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
 	if c.released.Load() {
 		return ErrReleased
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	if c.HasSynced() {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var why atomic.Pointer[error] // ErrReleased or ErrStopped, when one ended the wait
 	go func() {
 		select {
 		case <-c.releasing:
-			cancel(ErrReleased)
+			why.Store(&ErrReleased)
 		case <-c.m.stoppedCh:
-			cancel(ErrStopped)
+			why.Store(&ErrStopped)
 		case <-ctx.Done():
+			return
 		}
+		cancel()
 	}()
 	err := c.waitForSync(ctx)
-	if cause := context.Cause(ctx); err != nil && (errors.Is(cause, ErrReleased) || errors.Is(cause, ErrStopped)) {
-		return cause
+	switch {
+	case err == nil || c.HasSynced():
+		return nil
+	case why.Load() != nil:
+		return *why.Load()
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -343,5 +344,97 @@ func TestAMutationOfACachedObjectReachesRunsErrorAndOnMutation(t *testing.T) {
 	var mutation *eventcache.MutationError
 	if !errors.As(err, &mutation) || mutation.Key != "a/one" || !strings.Contains(err.Error(), "cache *v1.ConfigMap") {
 		t.Errorf("Run = %v, want the mutation of a/one, wrapped with its cache's name", err)
+	}
+}
+
+// A Trigger that returns Enqueue's error stops with the Manager: a key refused because the
+// Manager shuts down makes no failure of a clean stop.
+func TestATriggerReturningEnqueuesShutdownErrorStopsCleanly(t *testing.T) {
+	for i := range 5 {
+		configMaps := fake.New[cm, cmList](configMap("a", "one", nil))
+		m := manager.New(manager.Options{})
+		c := acquire(t, m, source(configMaps))
+		loop, err := manager.NewLoop(c, typed.ReconcilerFunc[cm](newReconciles().reconcile), typed.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+		if err := loop.AddTrigger("webhook", func(ctx context.Context, enqueue func(string) error) error {
+			for {
+				if err := enqueue("a/one"); err != nil { // a key always ready, as a busy webhook's
+					return err
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, m)
+		if err := r.stop(t); err != nil {
+			t.Fatalf("stop %d: Run = %v, want nil", i, err)
+		}
+	}
+}
+
+// A Source of a cluster-scoped kind that does not say so (ClusterScoped unset) still
+// takes the key of an object its cache holds; a key without a namespace that names
+// nothing cached is refused, never reconciled as a deletion.
+func TestAnUndeclaredClusterScopedSourceTakesTheKeysOfItsObjects(t *testing.T) {
+	type node = *corev1.Node
+	nodes := fake.New[node, *corev1.NodeList](&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	m := manager.New(manager.Options{})
+	c, err := manager.Acquire(m, manager.Namespaced[node](func(string) *fake.ListerWatcher[node, *corev1.NodeList] { return nodes }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	seen := make(chan string, 10)
+	loop, err := manager.NewLoop(c, typed.ReconcilerFunc[node](func(_ context.Context, req typed.Request[node]) (typed.Result, error) {
+		s := req.Key
+		if req.Deleted {
+			s += " (gone)"
+		}
+		seen <- s
+		return typed.Result{}, nil
+	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, m)
+	if got := receive(t, seen, "the initial reconcile"); got != "n1" {
+		t.Fatalf("reconciled %q, want n1", got)
+	}
+	if err := loop.Enqueue("gone"); !errors.Is(err, manager.ErrInvalidKey) {
+		t.Errorf(`Enqueue("gone") = %v, want ErrInvalidKey`, err)
+	}
+	if err := loop.Enqueue("n1"); err != nil {
+		t.Fatalf(`Enqueue("n1") = %v, want nil`, err)
+	}
+	if got := receive(t, seen, "the enqueued key"); got != "n1" {
+		t.Errorf("reconciled %q, want n1", got)
+	}
+}
+
+// WaitForSync on a cache that has synced returns nil, even once the Manager has stopped
+// it: HasSynced is true.
+func TestWaitForSyncOfASyncedCacheIsNilOnceTheManagerStopped(t *testing.T) {
+	namespaces := make([]string, 40)
+	for i := range namespaces {
+		namespaces[i] = fmt.Sprintf("ns-%d", i)
+	}
+	m := manager.New(manager.Options{})
+	c := acquire(t, m, source(fake.New[cm, cmList]()), manager.CacheOptions[cm]{Namespaces: namespaces})
+	defer c.Release()
+	r := run(t, m)
+	if err := c.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	for i := range 100 {
+		if err := c.WaitForSync(context.Background()); err != nil {
+			t.Fatalf("WaitForSync %d after the stop = %v, want nil (HasSynced: %t)", i, err, c.HasSynced())
+		}
 	}
 }

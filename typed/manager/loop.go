@@ -129,13 +129,13 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 // inScope keeps the keys of keysOf that belong to l's i-th typed.Loop. A key of a
 // namespace outside l's cache is dropped, as documented; a key of the wrong scope (see
 // ErrInvalidKey) is dropped and reported, by the first Loop's mapping only, since every
-// Loop's mapping sees it.
+// Loop's mapping sees it (once per state mapped: a modification maps its prior state too).
 func inScope[S event.Object, T event.Object, L reflect.List](l *Loop[T, L], i int, keysOf func(S) []string) func(S) []string {
 	return func(obj S) []string {
 		var keys []string
 		for _, key := range keysOf(obj) {
 			ns, _ := event.SplitKey(key)
-			switch j, err := l.member(ns); {
+			switch j, err := l.member(key); {
 			case j == i:
 				keys = append(keys, key)
 			case err != nil && i == 0 && (ns == "") != l.cache.clusterScoped:

@@ -28,9 +28,12 @@ const DefaultShutdownTimeout = 30 * time.Second
 // ErrAlreadyStarted is returned by Run when the Manager has been run before.
 var ErrAlreadyStarted = errors.New("manager already started")
 
-// ErrStopped is returned by Acquire, Add, NewLoop and Related once the Manager is
-// shutting down its caches, or has stopped; by Loop.Enqueue once the Manager is shutting
-// down; and by Cache.WaitForSync when the Manager stops the cache it waits for.
+// ErrStopped is returned by Add, NewLoop and Loop.AddTrigger once the Manager is shutting
+// down (its runnables stopping); by Acquire and Related once it is shutting down its
+// caches, or has stopped; by Loop.Enqueue once it is shutting down (wrapped with
+// context.Canceled, so that a reconcile or trigger that returns it is seen as
+// interrupted, not failed); and by Cache.WaitForSync when the Manager stops the cache it
+// waits for.
 var ErrStopped = errors.New("manager stopped")
 
 // ErrShutdownTimeout is returned by Run, wrapped with what was still running, when
@@ -187,6 +190,7 @@ type Manager struct {
 	active    map[string]int // runnables running, by name, for the shutdown timeout's error
 	ended     bool           // Run has returned
 	errs      []error
+	mutations int // found by the caches' detectors; the first maxKeptMutations are in errs
 	loops     []*loopNeeds
 	checks    map[probe][]namedCheck
 }
@@ -313,11 +317,17 @@ func (m *Manager) logger() klog.Logger {
 	return klog.FromContext(ctx)
 }
 
+// maxKeptMutations bounds the mutations Run keeps to return: a reconciler that changes
+// its object in every reconcile must not grow the Manager's memory for as long as it runs.
+const maxKeptMutations = 1000
+
 // mutation records a cached object changed in place, for Run to return, and hands it to
 // Options.OnMutation. The controller has logged it, through OnError.
 func (m *Manager) mutation(ctx context.Context, cache string, err *eventcache.MutationError) {
 	m.mu.Lock()
-	m.errs = append(m.errs, fmt.Errorf("cache %s: %w", cache, err))
+	if m.mutations++; m.mutations <= maxKeptMutations {
+		m.errs = append(m.errs, fmt.Errorf("cache %s: %w", cache, err))
+	}
 	m.mu.Unlock()
 	if m.opts.OnMutation != nil {
 		defer guard.LogPanic(klog.FromContext(ctx), err, "Options.OnMutation panicked", "cache", cache)
@@ -380,6 +390,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err != nil {
 		m.mu.Lock()
 		m.state = stopped
+		m.ended = true
 		close(m.stoppedCh)
 		m.mu.Unlock()
 		return err
@@ -487,6 +498,9 @@ func (m *Manager) shutdown(ctx context.Context, stopCaches context.CancelFunc, l
 
 	m.mu.Lock()
 	errs := slices.Clone(m.errs)
+	if n := m.mutations - maxKeptMutations; n > 0 {
+		errs = append(errs, fmt.Errorf("%d more cached objects found changed in place (reported, not kept)", n))
+	}
 	m.ended = true
 	m.mu.Unlock()
 	if late != nil {

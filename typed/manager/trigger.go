@@ -14,7 +14,8 @@ import (
 
 // ErrInvalidKey is returned, wrapped, by Enqueue and Loop.Enqueue for a key that names no
 // object the Loop reconciles: one without a name, of a namespace outside the Loop's cache,
-// with a namespace for a cluster-scoped kind, or without one for a namespaced kind. It is
+// with a namespace for a cluster-scoped kind, or without one for a namespaced kind (but
+// for the key of an object the cache holds: a Source not declared ClusterScoped). It is
 // reported, wrapped, for such a key from a Related mapping, which is dropped.
 var ErrInvalidKey = errors.New("invalid key")
 
@@ -46,7 +47,10 @@ func Channel(keys <-chan string) Trigger {
 				if !ok {
 					return nil
 				}
-				if err := enqueue(key); err != nil {
+				switch err := enqueue(key); {
+				case errors.Is(err, ErrStopped):
+					klog.FromContext(ctx).V(2).Info("Key from a channel not enqueued: the manager is stopping", "key", key)
+				case err != nil:
 					klog.FromContext(ctx).Error(err, "Key from a channel not enqueued", "key", key)
 				}
 			}
@@ -91,16 +95,15 @@ func (l *Loop[T, L]) Enqueue(key string) error {
 	if l == nil {
 		return fmt.Errorf("%w: Enqueue's loop", typed.ErrNilArgument)
 	}
-	ns, name := event.SplitKey(key)
-	if name == "" {
+	if _, name := event.SplitKey(key); name == "" {
 		return fmt.Errorf("%w: %q names no object", ErrInvalidKey, key)
 	}
-	i, err := l.member(ns)
+	i, err := l.member(key)
 	if err != nil {
 		return fmt.Errorf("%w: %q %w", ErrInvalidKey, key, err)
 	}
 	if l.cache.m.stopping() {
-		return ErrStopped
+		return errShuttingDown
 	}
 	l.loops[i].Enqueue(key)
 	return nil
@@ -118,18 +121,35 @@ func (l *Loop[T, L]) AddTrigger(name string, t Trigger) error {
 		return fmt.Errorf("%w: trigger %q of loop %q", typed.ErrNilArgument, name, l.needs.name)
 	}
 	return l.cache.m.add(&runnable{name: "trigger " + name + " of loop " + l.needs.name, leader: true,
-		r: RunnableFunc(func(ctx context.Context) error { return t(ctx, l.Enqueue) })})
+		r: RunnableFunc(func(ctx context.Context) error {
+			err := t(ctx, l.Enqueue)
+			if errors.Is(err, ErrStopped) && l.cache.m.stopping() {
+				return nil // a key the shutdown refused: the trigger stopped with the Manager
+			}
+			return err
+		})})
 }
+
+// errShuttingDown is what Loop.Enqueue returns once the Manager is shutting down:
+// ErrStopped, and the end of the runs' context, so that a reconcile or trigger that
+// returns it is seen as interrupted by the shutdown, not as a failure.
+var errShuttingDown = fmt.Errorf("%w: %w", ErrStopped, context.Canceled)
 
 // member returns the index of the member of l's cache, and of the typed.Loop, that keys
 // of namespace ns belong to, or why they are not l's: a key of the wrong scope would be
 // reconciled as deleted, its object never being in the cache under it.
-func (l *Loop[T, L]) member(ns string) (int, error) {
+func (l *Loop[T, L]) member(key string) (int, error) {
+	ns, _ := event.SplitKey(key)
 	switch c := l.cache; {
 	case c.clusterScoped && ns != "":
 		return -1, fmt.Errorf("has a namespace, and loop %q reconciles a cluster-scoped kind", l.needs.name)
 	case !c.clusterScoped && ns == "":
-		return -1, fmt.Errorf("has no namespace, and loop %q reconciles a namespaced kind", l.needs.name)
+		// A Source of a cluster-scoped kind not declared ClusterScoped caches its objects
+		// under names alone: such a key of a live object is the Loop's.
+		if _, live := c.Get(key); live && len(c.members) == 1 {
+			return 0, nil
+		}
+		return -1, fmt.Errorf("has no namespace, and loop %q reconciles a namespaced kind (declare its Source ClusterScoped if it is not)", l.needs.name)
 	case len(c.members) == 1 && c.members[0].namespace == "":
 		return 0, nil // all namespaces, or a cluster-scoped resource
 	}
