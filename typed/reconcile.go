@@ -604,28 +604,27 @@ type safeLimiter struct {
 	logger   klog.Logger
 }
 
-func (s safeLimiter) When(key string) (d time.Duration) {
-	defer func() {
-		if v := recover(); v != nil {
-			s.logger.Error(fmt.Errorf("panic: %v", v), "Options.RateLimiter.When panicked; the default rate limiter spaces this retry", "key", key)
-			d = s.fallback.When(key)
-		}
-	}()
-	return s.l.When(key)
+func (s safeLimiter) When(key string) time.Duration {
+	return orFallback(s, "When", key, s.l.When, s.fallback.When)
+}
+
+func (s safeLimiter) NumRequeues(key string) int {
+	return orFallback(s, "NumRequeues", key, s.l.NumRequeues, s.fallback.NumRequeues)
 }
 
 func (s safeLimiter) Forget(key string) {
-	s.fallback.Forget(key)
 	defer guard.LogPanic(s.logger, nil, "Options.RateLimiter.Forget panicked", "key", key)
 	s.l.Forget(key)
 }
 
-func (s safeLimiter) NumRequeues(key string) (n int) {
+// orFallback returns call(key), or, if it panics, logs the panic and returns
+// fallback(key), the default limiter's answer.
+func orFallback[R any](s safeLimiter, method, key string, call, fallback func(string) R) (r R) {
 	defer func() {
 		if v := recover(); v != nil {
-			s.logger.Error(fmt.Errorf("panic: %v", v), "Options.RateLimiter.NumRequeues panicked; the default rate limiter counts this key's failures", "key", key)
-			n = s.fallback.NumRequeues(key)
+			s.logger.Error(fmt.Errorf("panic: %v", v), "Options.RateLimiter panicked; the default rate limiter answers instead", "method", method, "key", key)
+			r = fallback(key)
 		}
 	}()
-	return s.l.NumRequeues(key)
+	return call(key)
 }

@@ -438,3 +438,34 @@ func TestWaitForSyncOfASyncedCacheIsNilOnceTheManagerStopped(t *testing.T) {
 		}
 	}
 }
+
+// Related refuses a bad predicate, a combinator of a nil one included, and then holds no
+// handle on the related cache: releasing the caller's stops its watch. The Loop's Run
+// refuses it too (typed.Related's rule), so that an unchecked error still stops the
+// Manager.
+func TestRelatedWithABadPredicateHoldsNoHandle(t *testing.T) {
+	secrets := fake.New[secret, secretList]()
+	m := manager.New(manager.Options{})
+	c := acquire(t, m, source(fake.New[cm, cmList]()))
+	defer c.Release()
+	related, err := manager.Acquire(m, sourceOf(secrets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := manager.NewLoop(c, typed.ReconcilerFunc[cm](newReconciles().reconcile), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manager.Related(loop, related, func(secret) []string { return nil }, typed.Not[secret](nil)); !errors.Is(err, typed.ErrNilArgument) {
+		t.Fatalf("Related = %v, want ErrNilArgument", err)
+	}
+	<-related.Release()
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	if err := m.Run(ctx); !errors.Is(err, typed.ErrNilArgument) {
+		t.Errorf("Run = %v, want the Loop's ErrNilArgument", err)
+	}
+	if n := secrets.Watching(); n != 0 {
+		t.Errorf("%d watches of the related kind, want none: Related kept a handle", n)
+	}
+}

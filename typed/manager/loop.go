@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/typedinformer/typedinformer/event"
@@ -104,16 +105,12 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	if err != nil {
 		return err
 	}
-	for i, p := range preds {
-		if p == nil {
-			own.Release()
-			return fmt.Errorf("%w: Related's predicate %d, for %T", typed.ErrNilArgument, i, zero)
-		}
-	}
 	for i, loop := range l.loops {
 		for _, mb := range own.members {
+			// A bad predicate is refused here, and by the Loop's Run (typed.Related's rule).
 			if err := typed.Related(loop, mb.ctrl, inScope(l, i, keysOf), preds...); err != nil {
-				return err // not reached: every argument was checked
+				own.Release()
+				return err
 			}
 		}
 	}
@@ -134,12 +131,11 @@ func inScope[S event.Object, T event.Object, L reflect.List](l *Loop[T, L], i in
 	return func(obj S) []string {
 		var keys []string
 		for _, key := range keysOf(obj) {
-			ns, _ := event.SplitKey(key)
 			switch j, err := l.member(key); {
 			case j == i:
 				keys = append(keys, key)
-			case err != nil && i == 0 && (ns == "") != l.cache.clusterScoped:
-				l.reportKey(key, fmt.Errorf("%w: related mapping gave %q for %s/%s, which %w",
+			case i == 0 && errors.Is(err, errWrongScope):
+				l.reportKey(key, fmt.Errorf("%w: related mapping gave %q for %s/%s: %w",
 					ErrInvalidKey, key, obj.GetNamespace(), obj.GetName(), err))
 			}
 		}

@@ -331,7 +331,7 @@ func isServed[T event.Object, L reflect.List](ctx context.Context, lw controller
 	defer cancel()
 	defer func() {
 		if v := recover(); v != nil {
-			klog.FromContext(ctx).V(2).Info("The ListerWatcher panicked while checking whether its resource is served", "panic", v)
+			klog.FromContext(ctx).Error(fmt.Errorf("panic: %v", v), "The ListerWatcher panicked while checking whether its resource is served; the cache lists again")
 			served = ctx.Err() == nil
 		}
 	}()

@@ -100,7 +100,7 @@ func (l *Loop[T, L]) Enqueue(key string) error {
 	}
 	i, err := l.member(key)
 	if err != nil {
-		return fmt.Errorf("%w: %q %w", ErrInvalidKey, key, err)
+		return fmt.Errorf("%w: %q: %w", ErrInvalidKey, key, err)
 	}
 	if l.cache.m.stopping() {
 		return errShuttingDown
@@ -130,6 +130,10 @@ func (l *Loop[T, L]) AddTrigger(name string, t Trigger) error {
 		})})
 }
 
+// errWrongScope is why a key with a namespace names nothing of a cluster-scoped kind, and
+// one without a namespace nothing of a namespaced kind.
+var errWrongScope = errors.New("wrong scope")
+
 // errShuttingDown is what Loop.Enqueue returns once the Manager is shutting down:
 // ErrStopped, and the end of the runs' context, so that a reconcile or trigger that
 // returns it is seen as interrupted by the shutdown, not as a failure.
@@ -142,20 +146,20 @@ func (l *Loop[T, L]) member(key string) (int, error) {
 	ns, _ := event.SplitKey(key)
 	switch c := l.cache; {
 	case c.clusterScoped && ns != "":
-		return -1, fmt.Errorf("has a namespace, and loop %q reconciles a cluster-scoped kind", l.needs.name)
+		return -1, fmt.Errorf("%w: it has a namespace, and loop %q reconciles a cluster-scoped kind", errWrongScope, l.needs.name)
 	case !c.clusterScoped && ns == "":
 		// A Source of a cluster-scoped kind not declared ClusterScoped caches its objects
 		// under names alone: such a key of a live object is the Loop's.
 		if _, live := c.Get(key); live && len(c.members) == 1 {
 			return 0, nil
 		}
-		return -1, fmt.Errorf("has no namespace, and loop %q reconciles a namespaced kind (declare its Source ClusterScoped if it is not)", l.needs.name)
+		return -1, fmt.Errorf("%w: it has no namespace, and loop %q reconciles a namespaced kind (declare its Source ClusterScoped if it is not)", errWrongScope, l.needs.name)
 	case len(c.members) == 1 && c.members[0].namespace == "":
 		return 0, nil // all namespaces, or a cluster-scoped resource
 	}
 	i := slices.IndexFunc(l.cache.members, func(mb member[T, L]) bool { return mb.namespace == ns })
 	if i < 0 {
-		return -1, fmt.Errorf("is outside the namespaces of loop %q", l.needs.name)
+		return -1, fmt.Errorf("it is outside the namespaces of loop %q", l.needs.name)
 	}
 	return i, nil
 }
