@@ -68,7 +68,8 @@ type Controller[T event.Object, L reflect.List] struct {
 	consumer   *eventcache.ResourceTrackingConsumer[T]
 	reflector  *reflect.Reflector[T, L]
 	dist       distributor[T]
-	nilSource  bool // New was given a nil ListerWatcher
+	nilSource  bool  // New was given a nil ListerWatcher
+	badOptions error // what Run refuses in New's options, checked once there
 	// detectMutations: the writer keeps snapshots, and Run checks them when it ends.
 	detectMutations bool
 	// onMutation is Options.OnMutation.
@@ -103,12 +104,14 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options
 		o.Name = fmt.Sprintf("%T", zero)
 	}
 	c := &Controller[T, L]{syncedCh: make(chan struct{}), nilSource: guard.IsNil(lw)}
-	c.cfg = config{name: o.Name, onError: o.OnError, metrics: o.Metrics}
-	if guard.IsNil(o.Metrics) { // a typed-nil Metrics is none, as a nil one is
-		c.cfg.metrics = nil
-	}
+	c.cfg = config{name: o.Name, onError: o.OnError, metrics: o.Metrics} // mergeOptions made a typed nil none
 	if o.FullHistory {
 		c.cfg.compression = queue.FullHistory
+	}
+	for name, fn := range o.Indexers {
+		if fn == nil { // refused once by Run, not reported on every write
+			c.badOptions = fmt.Errorf("index %q: %w", name, eventcache.ErrNilIndexFunc)
+		}
 	}
 	c.writer = eventcache.NewWriter(o.Indexers)
 	if o.DetectMutations || os.Getenv(MutationDetectorEnv) == "true" {
@@ -190,6 +193,9 @@ func (c *Controller[T, L]) Run(ctx context.Context) error {
 	if c.nilSource {
 		var zero T
 		return fmt.Errorf("%w of %T", ErrNilListerWatcher, zero)
+	}
+	if c.badOptions != nil {
+		return c.badOptions
 	}
 	c.mu.Lock()
 	if c.started {

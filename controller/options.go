@@ -191,7 +191,11 @@ func (c *config) reportError(ctx context.Context, err error) {
 // metric calls call with the Metrics, recovering and logging a panic in it: metrics are
 // user code, called on the handlers' goroutines.
 func (c *config) metric(ctx context.Context, method string, call func(Metrics)) {
-	defer guard.LogPanic(klog.FromContext(ctx), nil, "Metrics."+method+" panicked", "controller", c.name)
+	defer func() { // on every delivery: nothing is built unless it panicked
+		if v := recover(); v != nil {
+			guard.Logged(klog.FromContext(ctx), v, nil, "Metrics."+method+" panicked", "controller", c.name)
+		}
+	}()
 	call(c.metrics)
 }
 

@@ -80,12 +80,16 @@ func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 	return &Writer[T]{s: s}
 }
 
+// ErrNilIndexFunc is returned, wrapped with the index's name, by Writer.AddIndexers for a
+// nil IndexFunc, and by controller.Controller.Run for one in its Options.Indexers.
+var ErrNilIndexFunc = errors.New("nil IndexFunc")
+
 // guardIndexFunc returns fn turning a panic into an error: index functions are user code
 // run on the consumer's goroutine with the store locked, and an object one panics on is
 // left out of that index, as for an error (DESIGN 18).
 func guardIndexFunc[T event.Object](fn IndexFunc[T]) IndexFunc[T] {
 	if fn == nil {
-		return func(T) ([]string, error) { return nil, errors.New("nil IndexFunc") }
+		return func(T) ([]string, error) { return nil, ErrNilIndexFunc }
 	}
 	return func(obj T) (values []string, err error) {
 		defer func() {
@@ -113,9 +117,12 @@ func (w *Writer[T]) AddIndexers(indexers Indexers[T]) error {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name := range indexers {
+	for name, fn := range indexers {
 		if _, ok := s.indices[name]; ok {
 			return fmt.Errorf("index %q: %w", name, ErrIndexExists)
+		}
+		if fn == nil {
+			return fmt.Errorf("index %q: %w", name, ErrNilIndexFunc) // refused once, not on every write
 		}
 	}
 	var errs []error

@@ -287,7 +287,11 @@ func (b *Backlog[T]) reportDepth() {
 // metrics adapter) run on the drain loop's and the pushers' goroutines, where a panic
 // would end the process.
 func (b *Backlog[T]) callDepth(n int) {
-	defer guard.LogPanic(klog.Background(), nil, "Depth panicked", "pendingKeys", n)
+	defer func() { // on every push: nothing is built unless it panicked
+		if v := recover(); v != nil {
+			guard.Logged(klog.Background(), v, nil, "Depth panicked", "pendingKeys", n)
+		}
+	}()
 	b.opts.Depth(n)
 }
 

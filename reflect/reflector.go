@@ -235,7 +235,11 @@ func (r *Reflector[T, L]) metric(method string, call func(Metrics)) {
 	if r.opts.Metrics == nil {
 		return
 	}
-	defer guard.LogPanic(klog.Background(), nil, "Metrics."+method+" panicked", "reflector", r.opts.Name)
+	defer func() { // on every event: nothing is built unless it panicked
+		if v := recover(); v != nil {
+			guard.Logged(klog.Background(), v, nil, "Metrics."+method+" panicked", "reflector", r.opts.Name)
+		}
+	}()
 	call(r.opts.Metrics)
 }
 
@@ -414,8 +418,10 @@ var ErrListerWatcherPanicked = errors.New("ListerWatcher panicked")
 
 // ErrCallbackPanicked is wrapped, with the value and the stack, by the error that a panic
 // in Options.Transform or Options.TweakListOptions is turned into: the object is then one
-// the transform failed on, and the request one that failed.
-var ErrCallbackPanicked = errors.New("callback panicked")
+// the transform failed on, and the request one that failed. It is
+// eventcache.ErrCallbackPanicked, which a KeyFunc's or IndexFunc's panic wraps too, so
+// that one errors.Is finds a panic of any callback of the pipeline.
+var ErrCallbackPanicked = eventcache.ErrCallbackPanicked
 
 // callLW calls a ListerWatcher method, turning a panic into an error: the ListerWatcher
 // is code at the library's boundary (DESIGN 18), a user's adapter as often as a client.
