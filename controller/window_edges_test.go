@@ -30,7 +30,8 @@ func (s *stuckList) List(ctx context.Context, opts metav1.ListOptions) (list, er
 // TestAddHandlerOnceRunsContextEndedIsErrStopped: a handler added after Run's context
 // ended, while Run is still stopping, is refused with ErrStopped. It would never sync nor
 // see an event: Run stops it with the others. Before the fix AddHandler returned a
-// Registration and nil, and the Registration never synced.
+// Registration and nil, and the Registration never synced (DESIGN 11: a handler added
+// while running first receives the current state).
 func TestAddHandlerOnceRunsContextEndedIsErrStopped(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	src := &stuckList{ListerWatcher: fake.New[obj, list](cm("ns", "a", nil)), listing: make(chan struct{}), release: make(chan struct{})}

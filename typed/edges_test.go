@@ -104,6 +104,9 @@ func TestRelatedReturnsItsNilArgumentErrors(t *testing.T) {
 // A reconcile cut short by the Loop stopping (it returns its context's error) is routine:
 // not handed to OnError, not counted as a failure, not logged at error level; and a
 // deletion so cut short is reconciled again by RunHandingOver's drain, with its last state.
+//
+// DESIGN 15: the deletion is reconciled with its last state, though its first reconcile
+// was cut short.
 func TestAReconcileInterruptedByTheLoopStoppingIsNotAFailure(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := controller.New[obj, list](src)
@@ -122,26 +125,7 @@ func TestAReconcileInterruptedByTheLoopStoppingIsNotAFailure(t *testing.T) {
 		return typed.Result{}, nil
 	}), typed.Options{OnError: func(context.Context, string, error) { reported.Add(1) }, Metrics: &countingMetrics{errors: &reported}})
 
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logs.logger()))
-	cctx, stopController := context.WithCancel(context.Background())
-	defer stopController()
-	cdone := make(chan error, 1)
-	go func() { cdone <- c.Run(cctx) }()
-	ldone := make(chan error, 1)
-	go func() { ldone <- l.RunHandingOver(ctx, context.Background()) }()
-	got.wait(t, 1)
-	if _, err := src.Delete("ns", "a"); err != nil {
-		t.Fatal(err)
-	}
-	receive(t, interrupted, "the deletion's reconcile")
-	cancel()
-	if err := receive(t, ldone, "RunHandingOver returns"); err != nil {
-		t.Fatal(err)
-	}
-	stopController()
-	if err := receive(t, cdone, "the controller returns"); err != nil {
-		t.Fatal(err)
-	}
+	handOverDuringADeletion(klog.NewContext(context.Background(), logs.logger()), t, src, c, l, func() { got.wait(t, 1) }, interrupted)
 	if diff := cmp.Diff([]string{"ns/a value=1", "ns/a deleted, last value=1"}, got.wait(t, 2)); diff != "" {
 		t.Errorf("reconciles (-want +got):\n%s", diff)
 	}
@@ -168,10 +152,11 @@ func (m *countingMetrics) ReconcileError(string, bool)          { m.errors.Add(1
 func TestATerminalErrorWrappingTheContextsIsNotAnInterruption(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := controller.New[obj, list](src)
-	var deletions, terminal atomic.Int32
+	var live, deletions, terminal atomic.Int32
 	inDeletion := make(chan struct{})
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 		if !req.Deleted {
+			live.Add(1)
 			return typed.Result{}, nil
 		}
 		if deletions.Add(1) == 1 {
@@ -184,21 +169,35 @@ func TestATerminalErrorWrappingTheContextsIsNotAnInterruption(t *testing.T) {
 			terminal.Add(1)
 		}
 	}})
+	handOverDuringADeletion(context.Background(), t, src, c, l, func() {
+		eventually(t, "ns/a reconciled", func() bool { return live.Load() == 1 })
+	}, inDeletion)
+	if n, term := deletions.Load(), terminal.Load(); n != 1 || term != 1 {
+		t.Errorf("the deletion was reconciled %d times and reported terminal %d times, want once and once", n, term)
+	}
+	verifyNoLeaks(t)
+}
+
+// handOverDuringADeletion runs c and l.RunHandingOver (held never ends), waits until l has
+// reconciled ns/a (waitLive returns), deletes it, waits until its deletion's reconcile has
+// begun (reconciling is closed), ends l's context, and waits for l and then c to return.
+func handOverDuringADeletion(ctx context.Context, t *testing.T, src *fake.ListerWatcher[obj, list], c *controller.Controller[obj, list],
+	l *typed.Loop[obj, list], waitLive func(), reconciling <-chan struct{},
+) {
+	t.Helper()
 	cctx, stopController := context.WithCancel(context.Background())
 	defer stopController()
 	cdone := make(chan error, 1)
 	go func() { cdone <- c.Run(cctx) }()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	ldone := make(chan error, 1)
 	go func() { ldone <- l.RunHandingOver(ctx, context.Background()) }()
-	if err := c.WaitForSync(cctx); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the loop's handler", func() bool { return src.Watching() == 1 })
+	waitLive()
 	if _, err := src.Delete("ns", "a"); err != nil {
 		t.Fatal(err)
 	}
-	receive(t, inDeletion, "the deletion's reconcile")
+	receive(t, reconciling, "the deletion's reconcile")
 	cancel()
 	if err := receive(t, ldone, "RunHandingOver returns"); err != nil {
 		t.Fatal(err)
@@ -207,8 +206,4 @@ func TestATerminalErrorWrappingTheContextsIsNotAnInterruption(t *testing.T) {
 	if err := receive(t, cdone, "the controller returns"); err != nil {
 		t.Fatal(err)
 	}
-	if n, term := deletions.Load(), terminal.Load(); n != 1 || term != 1 {
-		t.Errorf("the deletion was reconciled %d times and reported terminal %d times, want once and once", n, term)
-	}
-	verifyNoLeaks(t)
 }

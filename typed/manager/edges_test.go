@@ -43,7 +43,8 @@ func (l *pausedListener) Addr() net.Addr {
 
 // A cache acquired, and a runnable added, while Run starts (it serves the probes before
 // it starts what was registered) is started once: the cache has one watch, which its
-// Release stops, and the runnable runs once.
+// Release stops, and the runnable runs once (DESIGN 16: one watch per scope, stopped
+// when its last user leaves).
 func TestWhatIsAcquiredOrAddedWhileRunStartsIsStartedOnce(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -137,7 +138,7 @@ func TestAListerWatcherPanickingWhileItsResourceIsNotServedIsRecovered(t *testin
 // A key of the wrong scope names no object the Loop reconciles: enqueued, it is
 // ErrInvalidKey; mapped by a Related cache, it is reported and dropped. Either way the
 // reconciler never sees it, in particular never as the deletion of a live object of the
-// same name.
+// same name (DESIGN 18).
 func TestAKeyOfTheWrongScopeIsInvalidNeverADeletion(t *testing.T) {
 	type node = *corev1.Node
 	nodes := fake.New[node, *corev1.NodeList](&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
@@ -230,7 +231,7 @@ func TestAKeyOfTheWrongScopeIsInvalidNeverADeletion(t *testing.T) {
 }
 
 // Enqueue while the Manager shuts down is ErrStopped: no term starts again, so the key
-// would never be reconciled.
+// would never be reconciled, and a key is never silently dropped (DESIGN 18).
 func TestEnqueueWhileTheManagerShutsDownIsErrStopped(t *testing.T) {
 	configMaps := fake.New[cm, cmList](configMap("a", "one", nil))
 	m := manager.New(manager.Options{})
