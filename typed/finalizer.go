@@ -14,7 +14,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
-	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // Finalizer keeps a finalizer on the objects a reconciler handles, so that the API server
@@ -183,11 +182,8 @@ func (f *Finalizer[T]) newest(ctx context.Context, client Patcher[T], obj T) (T,
 		state = own
 	case unordered:
 		got, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
-		switch {
-		case err != nil:
+		if err := answered("Get", got, err); err != nil {
 			return zero, err
-		case guard.IsNil(got):
-			return zero, fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
 		}
 		state = got
 	}
@@ -217,11 +213,8 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj, state 
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if reread {
 			got, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
-			if err != nil {
+			if err := answered("Get", got, err); err != nil {
 				return err
-			}
-			if guard.IsNil(got) {
-				return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
 			}
 			if otherObject(obj, got) {
 				return errRecreated(obj, got)
@@ -241,11 +234,8 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj, state 
 			return err
 		}
 		written, err := client.Patch(ctx, cur.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
-		if err != nil {
+		if err := answered("Patch", written, err); err != nil {
 			return err
-		}
-		if guard.IsNil(written) {
-			return fmt.Errorf("%w: the client's Patch returned a nil object", reflect.ErrNilResult)
 		}
 		f.last.record(writeKey(obj.GetNamespace(), obj.GetName()), written)
 		return nil

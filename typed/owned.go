@@ -15,7 +15,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
-	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // ErrInvalidOwner is wrapped by a CreateOrUpdate whose owner cannot own the object: it
@@ -174,22 +173,16 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 			}
 			setControllerRef(obj, ref)
 			created, err := client.Create(ctx, obj, metav1.CreateOptions{})
-			if err != nil {
+			if err := answered("Create", created, err); err != nil {
 				return err
-			}
-			if guard.IsNil(created) {
-				return fmt.Errorf("%w: the client's Create returned a nil object", reflect.ErrNilResult)
 			}
 			o.last.record(key, created)
 			change = Created
 			logger.V(2).Info("Created owned object", "owner", klog.KObj(owner))
 			return nil
 		}
-		if err != nil {
+		if err := answered("Get", cur, err); err != nil {
 			return err
-		}
-		if guard.IsNil(cur) {
-			return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
 		}
 		obj, same, err := desired(cur, ref, mutate)
 		if err != nil || same {
@@ -197,11 +190,8 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 			return err
 		}
 		updated, err := client.Update(ctx, obj, metav1.UpdateOptions{})
-		if err != nil {
+		if err := answered("Update", updated, err); err != nil {
 			return err
-		}
-		if guard.IsNil(updated) {
-			return fmt.Errorf("%w: the client's Update returned a nil object", reflect.ErrNilResult)
 		}
 		o.last.record(key, updated)
 		change = Updated

@@ -110,11 +110,8 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 			if apierrors.IsNotFound(err) {
 				return fmt.Errorf("%w: %w", ErrGone, err)
 			}
-			if err != nil {
+			if err := answered("Get", got, err); err != nil {
 				return err
-			}
-			if guard.IsNil(got) {
-				return fmt.Errorf("%w: the client's Get returned a nil object", reflect.ErrNilResult)
 			}
 			if otherObject(obj, got) {
 				return errRecreated(obj, got)
@@ -138,11 +135,8 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 		if apierrors.IsNotFound(err) {
 			return w.notFound(ctx, client, desired, err)
 		}
-		if err != nil {
+		if err := answered("UpdateStatus", written, err); err != nil {
 			return err
-		}
-		if guard.IsNil(written) {
-			return fmt.Errorf("%w: the client's UpdateStatus returned a nil object", reflect.ErrNilResult)
 		}
 		w.last.record(key, written)
 		klog.FromContext(ctx).V(2).Info("Updated status", "kind", kindOf(obj), "object", klog.KObj(cur))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // The write side (Finalizer, StatusWriter, Owned) takes its API client as a function
@@ -251,6 +252,16 @@ func (l *lastWrites[T]) expireLocked() {
 func (l *lastWrites[T]) removeLocked(e *list.Element) {
 	delete(l.byKey, e.Value.(*lastWrite[T]).key)
 	l.order.Remove(e)
+}
+
+// answered returns the error of a client's verb that returned got: err, or, for a nil
+// object returned with no error, an error wrapping reflect.ErrNilResult: the writer
+// would otherwise go on from a state it does not have.
+func answered[T event.Object](verb string, got T, err error) error {
+	if err == nil && guard.IsNil(got) {
+		return fmt.Errorf("%w: the client's %s returned a nil object", reflect.ErrNilResult, verb)
+	}
+	return err
 }
 
 // otherObject reports whether a and b are different objects (by UID) of the same name:
