@@ -54,8 +54,10 @@ const (
 // WithCache) that has not seen its last write of an object yet never makes it skip a
 // write, it remembers, per object, the state each of its writes returned, until the
 // cache shows the object at least as new: at most 4096 objects, the least recently
-// written forgotten first, and none for more than 10 minutes. The copies WithCache makes
-// share what it remembers.
+// written forgotten first, and none for more than 10 minutes. Only an Owned with a cache
+// remembers (one without reads the server before every write, so it has nothing to
+// correct); the copies made from it share what it remembers, and a copy WithCache makes
+// of an Owned without a cache starts remembering from its own writes.
 type Owned[O event.Object, T event.Object] struct {
 	clients   func(namespace string) (CreateUpdater[T], error)
 	ownerKind schema.GroupVersionKind
@@ -78,7 +80,6 @@ func NewOwned[O event.Object, T event.Object, C CreateUpdater[T]](clients func(n
 	return &Owned[O, T]{
 		clients:   perNamespace(clients, func(c C) CreateUpdater[T] { return c }),
 		ownerKind: ownerKind,
-		last:      newLastWrites[T](),
 	}
 }
 
@@ -99,6 +100,9 @@ func (o *Owned[O, T]) WithCache(cache CacheReader[T]) *Owned[O, T] {
 	}
 	c := *o
 	c.cache = cache
+	if c.last == nil {
+		c.last = newLastWrites[T]()
+	}
 	return &c
 }
 

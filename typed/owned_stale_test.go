@@ -113,3 +113,22 @@ func TestOwnedWithCacheDoesNotTrustACacheWhoseResourceVersionsCannotBeOrdered(t 
 		}
 	}
 }
+
+// An Owned without a cache reads the server before every write, so it has nothing to
+// correct: it keeps none of the objects it writes (up to 4096 of them, for 10 minutes,
+// for nothing, before).
+func TestOwnedWithoutACacheRemembersNothing(t *testing.T) {
+	srv := newRVServer[*corev1.ConfigMap]("configmaps")
+	o := typed.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind)
+	for _, g := range []string{"hello", "hi"} {
+		if _, err := o.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting(g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := srv.stored(t, "shop", "web-config").Data["greeting"]; got != "hi" {
+		t.Errorf("the server has %q, want hi", got)
+	}
+	if n := o.RememberedWrites(); n != 0 {
+		t.Errorf("an Owned without a cache remembers %d writes, want none", n)
+	}
+}
