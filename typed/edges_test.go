@@ -78,16 +78,16 @@ func TestRelatedReturnsItsNilArgumentErrors(t *testing.T) {
 	c := controller.New[obj, list](fake.New[obj, list]())
 	keysOf := func(obj) []string { return nil }
 	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
-	if err := typed.Related[obj, list, obj, list](nil, c, keysOf); !errors.Is(err, typed.ErrNilArgument) {
+	if err := typed.Related[obj, obj](nil, c, keysOf); !errors.Is(err, typed.ErrNilArgument) {
 		t.Errorf("Related of a nil Loop = %v, want ErrNilArgument", err)
 	}
 	for _, tc := range []struct {
 		name    string
-		related func(l *typed.Loop[obj, list]) error
+		related func(l *typed.Loop[obj]) error
 	}{
-		{"a nil controller", func(l *typed.Loop[obj, list]) error { return typed.Related[obj, list](l, nil, keysOf) }},
-		{"a nil mapping", func(l *typed.Loop[obj, list]) error { return typed.Related(l, c, nil) }},
-		{"a nil predicate", func(l *typed.Loop[obj, list]) error { return typed.Related(l, c, keysOf, nil) }},
+		{"a nil controller", func(l *typed.Loop[obj]) error { return typed.Related[obj](l, nil, keysOf) }},
+		{"a nil mapping", func(l *typed.Loop[obj]) error { return typed.Related(l, c, nil) }},
+		{"a nil predicate", func(l *typed.Loop[obj]) error { return typed.Related(l, c, keysOf, nil) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := typed.NewLoop(c, ok, typed.Options{})
@@ -182,7 +182,7 @@ func TestATerminalErrorWrappingTheContextsIsNotAnInterruption(t *testing.T) {
 // reconciled ns/a (waitLive returns), deletes it, waits until its deletion's reconcile has
 // begun (reconciling is closed), ends l's context, and waits for l and then c to return.
 func handOverDuringADeletion(ctx context.Context, t *testing.T, src *fake.ListerWatcher[obj, list], c *controller.Controller[obj, list],
-	l *typed.Loop[obj, list], waitLive func(), reconciling <-chan struct{},
+	l *typed.Loop[obj], waitLive func(), reconciling <-chan struct{},
 ) {
 	t.Helper()
 	cctx, stopController := context.WithCancel(context.Background())

@@ -2,7 +2,7 @@ package typed
 
 // Tombstones returns how many deletions' last states the running Loop keeps; 0 when it is
 // not running, since a Run keeps nothing once it has returned.
-func (l *Loop[T, L]) Tombstones() int {
+func (l *Loop[T]) Tombstones() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.run == nil {
@@ -12,7 +12,7 @@ func (l *Loop[T, L]) Tombstones() int {
 }
 
 // LastKnown returns the last state the running Loop keeps for a deleted key.
-func (l *Loop[T, L]) LastKnown(key string) (T, bool) {
+func (l *Loop[T]) LastKnown(key string) (T, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var zero T
@@ -24,7 +24,7 @@ func (l *Loop[T, L]) LastKnown(key string) (T, bool) {
 }
 
 // ScheduledRetries returns how many keys have a retry or requeue scheduled.
-func (l *Loop[T, L]) ScheduledRetries() int {
+func (l *Loop[T]) ScheduledRetries() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.run == nil {
@@ -34,7 +34,7 @@ func (l *Loop[T, L]) ScheduledRetries() int {
 }
 
 // Queued returns how many keys the running Loop has queued at live and at sync priority.
-func (l *Loop[T, L]) Queued() (live, sync int) {
+func (l *Loop[T]) Queued() (live, sync int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.run == nil {

@@ -33,7 +33,7 @@ var ErrHandedOver = errors.New("handed over before the deletion's reconcile succ
 // the in-flight reconciles when held ends (their context is held's), dropping the rest.
 //
 // A nil held is an error wrapping ErrNilArgument, as are the arguments Run refuses.
-func (l *Loop[T, L]) RunHandingOver(ctx, held context.Context) error {
+func (l *Loop[T]) RunHandingOver(ctx, held context.Context) error {
 	if held == nil {
 		return fmt.Errorf("%w: RunHandingOver's held context", ErrNilArgument)
 	}
@@ -41,9 +41,9 @@ func (l *Loop[T, L]) RunHandingOver(ctx, held context.Context) error {
 }
 
 // drain reconciles the deletions run still holds the last state of, while held lasts.
-// The queue has shut down and no worker runs; the controller's handler still records
+// The queue has shut down and no worker runs; the Source's handler still records
 // the deletions it delivers.
-func (l *Loop[T, L]) drain(held context.Context, run *loopRun[T]) {
+func (l *Loop[T]) drain(held context.Context, run *loopRun[T]) {
 	l.mu.Lock()
 	for _, t := range run.retries {
 		if t.Stop() {
@@ -56,7 +56,7 @@ func (l *Loop[T, L]) drain(held context.Context, run *loopRun[T]) {
 		l.mu.Lock()
 		round := make(map[string]T, len(run.tombstones))
 		for key, last := range run.tombstones {
-			if _, live := l.c.Store().Get(key); !live {
+			if _, live := l.src.Get(key); !live {
 				round[key] = last
 			}
 		}
@@ -86,7 +86,7 @@ func (l *Loop[T, L]) drain(held context.Context, run *loopRun[T]) {
 
 // reconcileDeletion reconciles key's deletion with its last state during a hand-over,
 // and forgets that state unless a newer deletion replaced it meanwhile.
-func (l *Loop[T, L]) reconcileDeletion(held context.Context, run *loopRun[T], key string, last T) {
+func (l *Loop[T]) reconcileDeletion(held context.Context, run *loopRun[T], key string, last T) {
 	if held.Err() != nil {
 		return
 	}

@@ -28,7 +28,7 @@ import (
 type handOverFixture struct {
 	src      *fake.ListerWatcher[obj, list]
 	c        *controller.Controller[obj, list]
-	loop     *typed.Loop[obj, list]
+	loop     *typed.Loop[obj]
 	blocked  chan struct{}
 	release  chan struct{}
 	errs     chan error
@@ -106,19 +106,19 @@ func (f *handOverFixture) setUp(t *testing.T) int {
 func TestRunHandingOverReconcilesThePendingDeletionsAndNothingElse(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		run  func(l *typed.Loop[obj, list], ctx context.Context) error
+		run  func(l *typed.Loop[obj], ctx context.Context) error
 		want []string
 	}{
 		{
 			name: "RunHandingOver",
-			run: func(l *typed.Loop[obj, list], ctx context.Context) error {
+			run: func(l *typed.Loop[obj], ctx context.Context) error {
 				return l.RunHandingOver(ctx, context.Background())
 			},
 			want: []string{"ns/b deleted, last value=1", "ns/r deleted, last value=1"},
 		},
 		{
 			name: "Run drops them",
-			run:  func(l *typed.Loop[obj, list], ctx context.Context) error { return l.Run(ctx) },
+			run:  func(l *typed.Loop[obj], ctx context.Context) error { return l.Run(ctx) },
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

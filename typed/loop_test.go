@@ -32,7 +32,7 @@ import (
 
 // runUntilCleanup runs c and l until the test ends, with ctx as their context, waits
 // until c has synced and src has a watcher, and checks that nothing is left running.
-func runUntilCleanup(ctx context.Context, t *testing.T, src *fake.ListerWatcher[obj, list], c *controller.Controller[obj, list], l *typed.Loop[obj, list]) {
+func runUntilCleanup(ctx context.Context, t *testing.T, src *fake.ListerWatcher[obj, list], c *controller.Controller[obj, list], l *typed.Loop[obj]) {
 	t.Helper()
 	ctx = runUntilEnd(ctx, t, c.Run, l.Run)
 	_ = c.WaitForSync(ctx)
@@ -566,7 +566,7 @@ func TestNilArgumentsAreErrorsNotPanics(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := controller.New[obj, list](src)
 	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
-	related := func(l *typed.Loop[obj, list], sc *controller.Controller[obj, list], keysOf func(obj) []string) *typed.Loop[obj, list] {
+	related := func(l *typed.Loop[obj], sc *controller.Controller[obj, list], keysOf func(obj) []string) *typed.Loop[obj] {
 		typed.Related(l, sc, keysOf)
 		return l
 	}
@@ -575,7 +575,8 @@ func TestNilArgumentsAreErrorsNotPanics(t *testing.T) {
 		run  func(ctx context.Context) error
 		want error
 	}{
-		{"a Loop over a nil controller", typed.NewLoop[obj, list](nil, ok, typed.Options{}).Run, typed.ErrNilArgument},
+		{"a Loop over a nil source", typed.NewLoop[obj](nil, ok, typed.Options{}).Run, typed.ErrNilArgument},
+		{"a Loop over a typed-nil controller", typed.NewLoop((*controller.Controller[obj, list])(nil), ok, typed.Options{}).Run, typed.ErrNilArgument},
 		{"a Loop with a nil reconciler", typed.NewLoop(c, nil, typed.Options{}).Run, typed.ErrNilArgument},
 		{"a Loop with a nil ReconcilerFunc", typed.NewLoop(c, typed.ReconcilerFunc[obj](nil), typed.Options{}).Run, typed.ErrNilArgument},
 		{"a Loop related to a nil controller", related(typed.NewLoop(c, ok, typed.Options{}), nil, func(obj) []string { return nil }).Run, typed.ErrNilArgument},

@@ -257,7 +257,7 @@ func TestLoopReconcilesALiveChangeBeforeAStartupListOf100000Keys(t *testing.T) {
 			var (
 				held, ahead reconcileOrder
 				live        string // set while every worker is held, read after
-				l           *typed.Loop[obj, list]
+				l           *typed.Loop[obj]
 			)
 			value := fmt.Sprint(workers, " workers") // unlike what an earlier subtest wrote to the key
 			blocked, release := make(chan struct{}, workers), make(chan struct{})
@@ -333,7 +333,7 @@ func TestLoopReconcilesListKeysUnderAStreamOfLiveChanges(t *testing.T) {
 	c := controller.New[obj, list](src)
 	got := newCalls()
 	var listDone atomic.Int32
-	var l *typed.Loop[obj, list]
+	var l *typed.Loop[obj]
 	hold, held, release := holdReconciles(got, []int32{1}, func(int32, typed.Request[obj]) error { return nil })
 	l = typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 		_, _ = hold.Reconcile(ctx, req) // records the reconcile, and holds the first

@@ -16,13 +16,13 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
-	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // Request is what a reconciler is asked to make right: one key, with the freshest state
 // the cache holds for it.
 type Request[T event.Object] struct {
-	// Key is the key the controller computed for the object, with its key function.
+	// Key is the key the Source computed for the object (a controller, with its key
+	// function).
 	Key string
 	// Namespace ("" for cluster-scoped objects) and Name are those of Object, or of
 	// LastKnown for a deletion. A key with neither (one that a Related mapping produced
@@ -82,7 +82,7 @@ func IsTerminal(err error) bool {
 var ErrRetriesExhausted = errors.New("retries exhausted")
 
 // ErrNilArgument is returned, wrapped with what was nil, by Run for a Loop made with a nil
-// controller or reconciler, or related to a nil controller or mapping, and by RunAll for
+// source or reconciler, or related to a nil source or mapping, and by RunAll for
 // a nil function.
 var ErrNilArgument = errors.New("nil argument")
 
@@ -148,9 +148,26 @@ type Options struct {
 	Clock clock.WithDelayedExecution
 }
 
-// Loop reconciles the keys of one Controller with a Reconciler. Create it with NewLoop,
-// run the Controller, and run the Loop; Run can be called again after it returns (for
-// example each time leadership is won), but not twice at once.
+// Source is what a Loop reconciles: events of objects of type T, each with its key, and
+// the freshest object of a key. A *controller.Controller is one; so are the Manager's
+// shared caches (manager.Cache, of one namespace or several read as one) and a sharded
+// replica's caches of the shards it holds. The Loop depends on nothing else of them, so
+// neither their list type nor how they are scoped reaches it.
+type Source[T event.Object] interface {
+	// AddHandler registers h under name: h first receives every object the source holds
+	// (as additions, with Sync true), then every change, one event at a time and in
+	// order per key. The Registration says when h has received that initial state, and
+	// removes h.
+	AddHandler(name string, h controller.Handler[T]) (*controller.Registration, error)
+	// Get returns the freshest object of key; false when the source holds none, which
+	// the Loop reads as a deletion.
+	Get(key string) (T, bool)
+}
+
+// Loop reconciles the keys of one Source with a Reconciler. Create it with NewLoop, run
+// the Source (a controller's Run, or the Manager), and run the Loop; Run can be called
+// again after it returns (for example each time leadership is won), but not twice at
+// once.
 //
 // Keys of live watch changes are reconciled before keys from the initial list, relists
 // and resyncs (events whose Sync is true): a live change waits for at most the reconciles
@@ -158,8 +175,8 @@ type Options struct {
 // by a sync event that then changes live moves up with the live keys. Sync keys are not
 // starved: while they wait, at most 8 live keys are reconciled in a row before one of
 // them. A retry or requeue keeps the priority its key was reconciled with.
-type Loop[T event.Object, L reflect.List] struct {
-	c     *controller.Controller[T, L]
+type Loop[T event.Object] struct {
+	src   Source[T]
 	r     Reconciler[T]
 	opts  Options
 	preds []Predicate[T]
@@ -197,16 +214,16 @@ type loopRun[T event.Object] struct {
 	failing map[string]struct{}
 }
 
-// NewLoop returns a Loop that reconciles c's keys with r. An event reconciles its key only
+// NewLoop returns a Loop that reconciles src's keys with r. An event reconciles its key only
 // when it passes every one of preds (none: every event does); see Predicate. A filtered
 // deletion still gives its last state to a reconcile of its key that is due anyway, and
 // is never kept for longer than its key is pending.
 //
 // Predicates are arguments rather than an Options field because Options is not generic:
 // a field of type Predicate[T] would make every caller spell T in the Options literal,
-// which NewLoop infers from c, and a field of a type that hides T would turn a predicate
+// which NewLoop infers from src and r, and a field of a type that hides T would turn a predicate
 // of the wrong type into an error at run time instead of compile time.
-func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r Reconciler[T], opts Options, preds ...Predicate[T]) *Loop[T, L] {
+func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds ...Predicate[T]) *Loop[T] {
 	if opts.Workers <= 0 {
 		opts.Workers = 1
 	}
@@ -226,13 +243,13 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 	} else {
 		opts.Metrics = nil
 	}
-	return &Loop[T, L]{c: c, r: r, opts: opts, preds: slices.Clone(preds)}
+	return &Loop[T]{src: src, r: r, opts: opts, preds: slices.Clone(preds)}
 }
 
-// Run reconciles until ctx is done: it registers its handlers (the controller's, and those
-// of Related sources), waits until each has the initial state of its controller, and runs
-// Options.Workers workers. Every key the controller knows is reconciled once after Run
-// starts, and every later event reconciles its key, with the key the controller computed.
+// Run reconciles until ctx is done: it registers its handlers (on its Source, and on
+// those of Related), waits until each has the initial state of its source, and runs
+// Options.Workers workers. Every key the Source holds is reconciled once after Run
+// starts, and every later event reconciles its key, with the key the Source computed.
 //
 // When ctx ends it stops taking new keys, lets in-flight reconciles finish (their
 // context is ctx: a reconcile that then fails with ctx's error was interrupted, which is
@@ -244,15 +261,15 @@ func NewLoop[T event.Object, L reflect.List](c *controller.Controller[T, L], r R
 // finalizer. When the keys move to another process that runs on, RunHandingOver
 // reconciles those deletions first. Run returns ErrLoopRunning if the Loop is already running, and an error
 // wrapping ErrNilArgument for a nil controller, reconciler or predicate.
-func (l *Loop[T, L]) Run(ctx context.Context) error {
+func (l *Loop[T]) Run(ctx context.Context) error {
 	return l.serve(ctx, nil)
 }
 
 // serve is Run, and RunHandingOver when held is not nil.
-func (l *Loop[T, L]) serve(ctx, held context.Context) error {
+func (l *Loop[T]) serve(ctx, held context.Context) error {
 	switch {
-	case l.c == nil:
-		return fmt.Errorf("%w: the Loop's controller", ErrNilArgument)
+	case guard.IsNil(l.src):
+		return fmt.Errorf("%w: the Loop's source", ErrNilArgument)
 	case guard.IsNil(l.r):
 		return fmt.Errorf("%w: the Loop's reconciler", ErrNilArgument)
 	}
@@ -288,7 +305,7 @@ func (l *Loop[T, L]) serve(ctx, held context.Context) error {
 	l.mu.Unlock()
 	defer l.stop(run)
 
-	reg, err := l.c.AddHandler(l.opts.Name, controller.HandlerFunc[T](func(ctx context.Context, e event.Event[T]) {
+	reg, err := l.src.AddHandler(l.opts.Name, controller.HandlerFunc[T](func(ctx context.Context, e event.Event[T]) {
 		pass := passes(l.preds, e, func(err error) {
 			l.report(ctx, klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", e.Key), e.Key, err, false)
 		})
@@ -346,14 +363,14 @@ func (l *Loop[T, L]) serve(ctx, held context.Context) error {
 	return nil
 }
 
-func (l *Loop[T, L]) addRegs(run *loopRun[T], regs []*controller.Registration) {
+func (l *Loop[T]) addRegs(run *loopRun[T], regs []*controller.Registration) {
 	l.mu.Lock()
 	run.regs = append(run.regs, regs...)
 	l.mu.Unlock()
 }
 
 // stop ends run: its handlers, its scheduled retries and its queue.
-func (l *Loop[T, L]) stop(run *loopRun[T]) {
+func (l *Loop[T]) stop(run *loopRun[T]) {
 	l.mu.Lock()
 	regs := run.regs
 	for _, t := range run.retries {
@@ -383,13 +400,13 @@ func (run *loopRun[T]) pendingLocked(key string) bool {
 	return retry || run.q.Pending(key)
 }
 
-// Enqueue makes the Loop reconcile key, as an event of the controller for it would, with
+// Enqueue makes the Loop reconcile key, as an event of the Source for it would, with
 // the priority of a live change; a key already queued is reconciled once. It is for keys
 // from outside the cluster (a webhook, a timer) and for a reconciler that asks for another
 // key. While the Loop does not run, the key waits, and the next Run reconciles it; keys
-// waiting cost memory by key, not by call. key must be a key of the controller's key
+// waiting cost memory by key, not by call. key must be a key of the Source's key
 // function; Enqueue does not check it.
-func (l *Loop[T, L]) Enqueue(key string) {
+func (l *Loop[T]) Enqueue(key string) {
 	l.mu.Lock()
 	run := l.run
 	if run == nil || !run.q.Add(key, livePriority) { // not running, or stopping
@@ -404,7 +421,7 @@ func (l *Loop[T, L]) Enqueue(key string) {
 	l.depth(run.q)
 }
 
-func (l *Loop[T, L]) depth(q *keyQueue) {
+func (l *Loop[T]) depth(q *keyQueue) {
 	if l.opts.Metrics == nil {
 		return
 	}
@@ -418,7 +435,7 @@ func (l *Loop[T, L]) depth(q *keyQueue) {
 
 // retryAfter schedules key to be reconciled again after d at priority p, replacing what
 // was scheduled.
-func (l *Loop[T, L]) retryAfter(run *loopRun[T], key string, p priority, d time.Duration) {
+func (l *Loop[T]) retryAfter(run *loopRun[T], key string, p priority, d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.run != run {
@@ -444,7 +461,7 @@ func (l *Loop[T, L]) retryAfter(run *loopRun[T], key string, p priority, d time.
 }
 
 // cancelRetryLocked cancels key's scheduled retry, if any. Called with l.mu held.
-func (l *Loop[T, L]) cancelRetryLocked(run *loopRun[T], key string) {
+func (l *Loop[T]) cancelRetryLocked(run *loopRun[T], key string) {
 	if t, ok := run.retries[key]; ok {
 		if t.Stop() {
 			run.timers.Done()
@@ -454,7 +471,7 @@ func (l *Loop[T, L]) cancelRetryLocked(run *loopRun[T], key string) {
 }
 
 // next reconciles one key; it returns false once the queue has shut down.
-func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
+func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 	key, prio, shutdown := run.q.Get()
 	if shutdown {
 		return false
@@ -466,7 +483,7 @@ func (l *Loop[T, L]) next(ctx context.Context, run *loopRun[T]) bool {
 	l.depth(run.q)
 
 	req := Request[T]{Key: key}
-	obj, live := l.c.Store().Get(key)
+	obj, live := l.src.Get(key)
 	l.mu.Lock()
 	// This reconcile supersedes whatever an earlier one scheduled for the key.
 	l.cancelRetryLocked(run, key)
@@ -527,7 +544,7 @@ func interrupted(ctx context.Context, err error) bool {
 // count, and the last state of its deletion unless an event queued the key again during
 // the reconcile (that reconcile is still due). The key has no retry scheduled: this
 // reconcile cancelled it, and only this worker schedules the key's retries.
-func (l *Loop[T, L]) done(run *loopRun[T], key string) {
+func (l *Loop[T]) done(run *loopRun[T], key string) {
 	l.forgetFailures(run, key)
 	l.mu.Lock()
 	if !run.q.Dirty(key) {
@@ -537,14 +554,14 @@ func (l *Loop[T, L]) done(run *loopRun[T], key string) {
 }
 
 // forgetFailures resets key's failure count.
-func (l *Loop[T, L]) forgetFailures(run *loopRun[T], key string) {
+func (l *Loop[T]) forgetFailures(run *loopRun[T], key string) {
 	run.limiter.Forget(key)
 	l.mu.Lock()
 	delete(run.failing, key)
 	l.mu.Unlock()
 }
 
-func (l *Loop[T, L]) reconcile(ctx context.Context, req Request[T]) (res Result, err error) {
+func (l *Loop[T]) reconcile(ctx context.Context, req Request[T]) (res Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &ReconcilePanicError{Key: req.Key, Value: v, Stack: debug.Stack()}
@@ -555,7 +572,7 @@ func (l *Loop[T, L]) reconcile(ctx context.Context, req Request[T]) (res Result,
 
 // report hands a reconcile error to Options.OnError, or logs it at error level when there
 // is none, so that no error goes unseen and none is reported twice.
-func (l *Loop[T, L]) report(ctx context.Context, logger klog.Logger, key string, err error, terminal bool) {
+func (l *Loop[T]) report(ctx context.Context, logger klog.Logger, key string, err error, terminal bool) {
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.ReconcileError(l.opts.Name, terminal)
 	}

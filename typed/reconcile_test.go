@@ -30,7 +30,7 @@ var fastRetries = workqueue.NewTypedItemExponentialFailureRateLimiter[string](ti
 
 // harness runs a controller over a fake and a loop over it until the test ends, and
 // checks that nothing is left running.
-func harness(t *testing.T, src *fake.ListerWatcher[obj, list], r typed.Reconciler[obj], opts typed.Options) *typed.Loop[obj, list] {
+func harness(t *testing.T, src *fake.ListerWatcher[obj, list], r typed.Reconciler[obj], opts typed.Options) *typed.Loop[obj] {
 	t.Helper()
 	c := controller.New[obj, list](src)
 	l := typed.NewLoop(c, r, opts)

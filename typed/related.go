@@ -11,13 +11,13 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/reflect"
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // Related makes every event of secondary's objects reconcile the primary keys keysOf maps
 // them to: Pods to their ReplicaSet, Secrets to the ConfigMap they mirror. For a
 // modification both the old and the new state are mapped, so a key that stops being
-// related is reconciled too. The keys must be those of the Loop's controller: with
+// related is reconciled too. The keys must be those of the Loop's Source: with
 // controller.Options.KeyFunc, map to keys of that form.
 //
 // An event of secondary is mapped only when it passes every one of preds (see Predicate).
@@ -32,8 +32,8 @@ import (
 // It returns an error wrapping ErrNilArgument for a nil l, secondary, mapping or
 // predicate. Run returns the same error for the last three, so that an unchecked mistake
 // still stops the Loop rather than reconciling without the relation.
-func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
-	l *Loop[T, L], secondary *controller.Controller[S, SL], keysOf func(S) []string, preds ...Predicate[S],
+func Related[S event.Object, T event.Object](
+	l *Loop[T], secondary Source[S], keysOf func(S) []string, preds ...Predicate[S],
 ) error {
 	preds = slices.Clone(preds)
 	var zero S
@@ -42,8 +42,8 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	}
 	validate := func() error {
 		switch {
-		case secondary == nil:
-			return fmt.Errorf("%w: Related's controller of %T", ErrNilArgument, zero)
+		case guard.IsNil(secondary):
+			return fmt.Errorf("%w: Related's source of %T", ErrNilArgument, zero)
 		case keysOf == nil:
 			return fmt.Errorf("%w: Related's mapping of %T", ErrNilArgument, zero)
 		}

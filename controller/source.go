@@ -1,0 +1,63 @@
+package controller
+
+// Get returns the known object of key, as Store().Get does. With AddHandler it makes a
+// Controller a source of events and objects by key, what a reconcile loop consumes
+// (typed.Source).
+func (c *Controller[T, L]) Get(key string) (T, bool) { return c.writer.Store().Get(key) }
+
+// Join returns one Registration for a handler registered with several controllers, such
+// as one per namespace of a cache read as one: it has synced once every one of regs has,
+// its Pending is their sum, and its first Remove removes them all and then calls
+// onRemove, when not nil. With no regs it has synced at once. Nil elements are skipped.
+func Join(regs []*Registration, onRemove func()) *Registration {
+	var all []*Registration
+	for _, r := range regs {
+		if r != nil {
+			all = append(all, r)
+		}
+	}
+	synced := make(chan struct{})
+	removed := make(chan struct{})
+	j := &Registration{
+		synced: synced,
+		pending: func() int {
+			n := 0
+			for _, r := range all {
+				n += r.Pending()
+			}
+			return n
+		},
+		remove: func() {
+			close(removed)
+			for _, r := range all {
+				r.Remove()
+			}
+			if onRemove != nil {
+				onRemove()
+			}
+		},
+	}
+	var waiting []*Registration
+	for _, r := range all {
+		if !r.HasSynced() {
+			waiting = append(waiting, r)
+		}
+	}
+	if len(waiting) == 0 {
+		close(synced)
+		return j
+	}
+	// A goroutine waits for the others, and ends when the join is removed: a
+	// registration removed before it synced never syncs (see Synced).
+	go func() {
+		for _, r := range waiting {
+			select {
+			case <-r.synced:
+			case <-removed:
+				return
+			}
+		}
+		close(synced)
+	}()
+	return j
+}
