@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
@@ -74,16 +75,16 @@ var ErrNoOwnerKind = errors.New("the owner kind is unknown")
 // cluster-scoped primary kind), and a cluster-scoped one cluster-wide. Given a Cache,
 // acquired with CacheOptions of the caller's own (selectors, a transform, indexes), they
 // use it as it is.
-type Builder[T event.Object, L reflect.List] struct {
+type Builder[T event.Object] struct {
 	m             *Manager
-	cache         *Cache[T, L]
+	cache         *Cache[T]
 	namespaces    []string // the primary's scope: nil for all namespaces
 	clusterScoped bool
 	kind          schema.GroupVersionKind
 	opts          typed.Options
 	preds         []typed.Predicate[T]
 	owns          bool
-	related       []func(l *Loop[T, L], owner schema.GroupKind) error
+	related       []func(l *Loop[T], owner schema.GroupKind) error
 	acquired      []func() <-chan struct{} // Release of every handle the Builder acquired
 	errs          []error
 	completed     bool
@@ -92,10 +93,10 @@ type Builder[T event.Object, L reflect.List] struct {
 // For starts the declaration of a controller of src's objects, cached as opts say (see
 // Acquire): it acquires the primary cache at once. Both type arguments are inferred from
 // src. A nil m or a failed Acquire is reported by Complete.
-func For[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...CacheOptions[T]) *Builder[T, L] {
+func For[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...CacheOptions[T]) *Builder[T] {
 	var zero T
 	o := mergeCacheOptions(opts)
-	b := &Builder[T, L]{m: m, namespaces: o.Namespaces, clusterScoped: src.ClusterScoped}
+	b := &Builder[T]{m: m, namespaces: o.Namespaces, clusterScoped: src.ClusterScoped}
 	if m == nil {
 		b.fail(fmt.Errorf("For(%T): %w: the manager", zero, typed.ErrNilArgument))
 		return b
@@ -113,7 +114,7 @@ func For[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...C
 // WithKind names the primary kind's API group, version and kind, which Owns needs for a
 // type that is not in client-go's scheme: a custom resource's Go struct, or
 // *unstructured.Unstructured. It returns b.
-func (b *Builder[T, L]) WithKind(kind schema.GroupVersionKind) *Builder[T, L] {
+func (b *Builder[T]) WithKind(kind schema.GroupVersionKind) *Builder[T] {
 	if b != nil {
 		b.kind = kind
 	}
@@ -123,7 +124,7 @@ func (b *Builder[T, L]) WithKind(kind schema.GroupVersionKind) *Builder[T, L] {
 // WithOptions sets the Loop's options (see typed.Options); the Loop's Name is the
 // primary kind in lower case ("website") when opts.Name is empty and the kind is known.
 // It returns b.
-func (b *Builder[T, L]) WithOptions(opts typed.Options) *Builder[T, L] {
+func (b *Builder[T]) WithOptions(opts typed.Options) *Builder[T] {
 	if b != nil {
 		b.opts = opts
 	}
@@ -134,7 +135,7 @@ func (b *Builder[T, L]) WithOptions(opts typed.Options) *Builder[T, L] {
 // event reconciles its key only when it passes every one. The ready ones need no type
 // arguments: b.WithPredicates(typed.GenerationChanged). A nil predicate is reported by
 // Complete. It returns b.
-func (b *Builder[T, L]) WithPredicates(preds ...typed.Predicate[T]) *Builder[T, L] {
+func (b *Builder[T]) WithPredicates(preds ...typed.Predicate[T]) *Builder[T] {
 	if b == nil {
 		return b
 	}
@@ -149,7 +150,7 @@ func (b *Builder[T, L]) WithPredicates(preds ...typed.Predicate[T]) *Builder[T, 
 }
 
 // Cache returns the handle on the primary cache, nil if For failed.
-func (b *Builder[T, L]) Cache() *Cache[T, L] {
+func (b *Builder[T]) Cache() *Cache[T] {
 	if b == nil {
 		return nil
 	}
@@ -157,24 +158,61 @@ func (b *Builder[T, L]) Cache() *Cache[T, L] {
 }
 
 // Watched is what Owns and Watches take: a Source, whose cache the Builder acquires in the
-// scope the primary kind implies, or a *Cache acquired by the caller (of the same
+// scope the primary kind implies; a Source with cache options of its own (Source.With:
+// indexes, selectors, a transform); or a *Cache acquired by the caller (of the same
 // Manager), used as it is.
-type Watched[S event.Object, SL reflect.List] interface {
-	watchedCache(m *Manager, namespaces []string) (c *Cache[S, SL], acquired bool, err error)
+type Watched[S event.Object] interface {
+	watchedCache(m *Manager, namespaces []string) (c *Cache[S], acquired bool, err error)
+	isClusterScoped() bool
 }
 
 // watchedCache acquires s's cache: cluster-wide for a cluster-scoped s, in namespaces
 // otherwise.
-func (s Source[T, L]) watchedCache(m *Manager, namespaces []string) (*Cache[T, L], bool, error) {
-	if s.ClusterScoped {
+func (s Source[T, L]) watchedCache(m *Manager, namespaces []string) (*Cache[T], bool, error) {
+	return withOptions[T, L]{src: s}.watchedCache(m, namespaces)
+}
+
+func (s Source[T, L]) isClusterScoped() bool { return s.ClusterScoped }
+
+// With returns s with the cache options that Owns and Watches acquire its cache with, so
+// that the owned or watched cache has, for example, the indexes its reconciler reads:
+//
+//	jobs := manager.Owns(b, manager.Namespaced[*batchv1.Job](cs.BatchV1().Jobs).
+//		With(manager.Index("status.active", activeJobs)))
+//
+// Options are merged in order (see Acquire). Their Namespaces, when set, replace the
+// scope the primary kind implies.
+func (s Source[T, L]) With(opts ...CacheOptions[T]) Watched[T] {
+	return withOptions[T, L]{src: s, opts: slices.Clone(opts)}
+}
+
+// withOptions is a Source with cache options, as Source.With returns it.
+type withOptions[T event.Object, L reflect.List] struct {
+	src  Source[T, L]
+	opts []CacheOptions[T]
+}
+
+func (w withOptions[T, L]) watchedCache(m *Manager, namespaces []string) (*Cache[T], bool, error) {
+	if w.src.ClusterScoped {
 		namespaces = nil
 	}
-	c, err := Acquire(m, s, CacheOptions[T]{Namespaces: namespaces})
+	c, err := Acquire(m, w.src, append([]CacheOptions[T]{{Namespaces: namespaces}}, w.opts...)...)
 	return c, err == nil, err
 }
 
+func (w withOptions[T, L]) isClusterScoped() bool { return w.src.ClusterScoped }
+
+// Index returns the CacheOptions of one index, name, computed by fn; Go infers the object
+// type from fn: manager.Index("owner", ownerOf) for an ownerOf of type
+// func(*batchv1.Job) ([]string, error).
+func Index[T event.Object](name string, fn eventcache.IndexFunc[T]) CacheOptions[T] {
+	return CacheOptions[T]{Indexers: eventcache.Indexers[T]{name: fn}}
+}
+
+func (c *Cache[T]) isClusterScoped() bool { return c != nil && c.clusterScoped }
+
 // watchedCache returns c itself.
-func (c *Cache[T, L]) watchedCache(m *Manager, _ []string) (*Cache[T, L], bool, error) {
+func (c *Cache[T]) watchedCache(m *Manager, _ []string) (*Cache[T], bool, error) {
 	switch {
 	case c == nil:
 		return nil, false, fmt.Errorf("%w: a nil Cache", typed.ErrNilArgument)
@@ -195,23 +233,16 @@ func (c *Cache[T, L]) watchedCache(m *Manager, _ []string) (*Cache[T, L], bool, 
 //
 //	deployments := manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments))
 //
-// A cluster-scoped kind cannot be owned by a namespaced one, which Complete reports.
+// With Source.With, the owned cache gets options of its own, such as the indexes the
+// reconciler reads. A cluster-scoped kind cannot be owned by a namespaced one, which
+// Complete reports.
 // Called after Complete, Owns does nothing and returns nil; so does Watches.
-func Owns[S event.Object, SL reflect.List, T event.Object, L reflect.List](
-	b *Builder[T, L], from Watched[S, SL], preds ...typed.Predicate[S],
-) *Cache[S, SL] {
+func Owns[S event.Object, T event.Object](b *Builder[T], from Watched[S], preds ...typed.Predicate[S]) *Cache[S] {
 	var zero S
 	if b == nil {
 		return nil
 	}
-	clusterScoped := false
-	switch from := from.(type) {
-	case Source[S, SL]:
-		clusterScoped = from.ClusterScoped
-	case *Cache[S, SL]:
-		clusterScoped = from != nil && from.clusterScoped
-	}
-	if clusterScoped && !b.clusterScoped {
+	if !guard.IsNil(from) && from.isClusterScoped() && !b.clusterScoped {
 		b.fail(fmt.Errorf("Owns(%T): %w: a cluster-scoped kind cannot be owned by a namespaced one", zero, ErrScope))
 		return nil
 	}
@@ -230,9 +261,7 @@ func Owns[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 //
 // The keys must be the primary cache's, namespace/name or name; over a primary cache of
 // some namespaces, a key of another namespace is dropped.
-func Watches[S event.Object, SL reflect.List, T event.Object, L reflect.List](
-	b *Builder[T, L], from Watched[S, SL], keysOf func(S) []string, preds ...typed.Predicate[S],
-) *Cache[S, SL] {
+func Watches[S event.Object, T event.Object](b *Builder[T], from Watched[S], keysOf func(S) []string, preds ...typed.Predicate[S]) *Cache[S] {
 	var zero S
 	if b == nil {
 		return nil
@@ -245,11 +274,11 @@ func Watches[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 }
 
 // watchKind acquires from's cache and records how Complete relates it to the Loop.
-func watchKind[S event.Object, SL reflect.List, T event.Object, L reflect.List](
-	b *Builder[T, L], step string, from Watched[S, SL], preds []typed.Predicate[S], mapping func(owner schema.GroupKind) func(S) []string,
-) *Cache[S, SL] {
+func watchKind[S event.Object, T event.Object](
+	b *Builder[T], step string, from Watched[S], preds []typed.Predicate[S], mapping func(owner schema.GroupKind) func(S) []string,
+) *Cache[S] {
 	var zero S
-	fail := func(err error) *Cache[S, SL] {
+	fail := func(err error) *Cache[S] {
 		b.fail(fmt.Errorf("%s(%T): %w", step, zero, err))
 		return nil
 	}
@@ -279,7 +308,7 @@ func watchKind[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 		b.acquired = append(b.acquired, c.Release)
 	}
 	preds = slices.Clone(preds)
-	b.related = append(b.related, func(l *Loop[T, L], owner schema.GroupKind) error {
+	b.related = append(b.related, func(l *Loop[T], owner schema.GroupKind) error {
 		if err := Related(l, c, mapping(owner), preds...); err != nil {
 			return fmt.Errorf("%s(%T): %w", step, zero, err)
 		}
@@ -288,7 +317,7 @@ func watchKind[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	return c
 }
 
-func (b *Builder[T, L]) fail(err error) { b.errs = append(b.errs, err) }
+func (b *Builder[T]) fail(err error) { b.errs = append(b.errs, err) }
 
 // Complete adds to the Manager a Loop that reconciles the primary kind's keys with r, as
 // NewLoop does, related to every owned and watched kind, and returns it: like any Loop,
@@ -299,7 +328,7 @@ func (b *Builder[T, L]) fail(err error) { b.errs = append(b.errs, err) }
 // could not be acquired (see Acquire), a cluster-scoped owned kind of a namespaced owner
 // (ErrScope), owned kinds of an unknown owner kind (ErrNoOwnerKind), and a second call
 // (ErrAlreadyCompleted).
-func (b *Builder[T, L]) Complete(r typed.Reconciler[T]) (*Loop[T, L], error) {
+func (b *Builder[T]) Complete(r typed.Reconciler[T]) (*Loop[T], error) {
 	var zero T
 	if b == nil {
 		return nil, fmt.Errorf("%w: Complete's builder, for %T", typed.ErrNilArgument, zero)
@@ -343,7 +372,7 @@ func (b *Builder[T, L]) Complete(r typed.Reconciler[T]) (*Loop[T, L], error) {
 }
 
 // release gives back every handle the Builder acquired.
-func (b *Builder[T, L]) release() {
+func (b *Builder[T]) release() {
 	for _, release := range b.acquired {
 		release()
 	}
@@ -352,7 +381,7 @@ func (b *Builder[T, L]) release() {
 
 // primaryKind returns the kind given to WithKind, else the one client-go's scheme has for
 // T, and whether it is known.
-func (b *Builder[T, L]) primaryKind() (schema.GroupVersionKind, bool) {
+func (b *Builder[T]) primaryKind() (schema.GroupVersionKind, bool) {
 	if !b.kind.Empty() {
 		return b.kind, b.kind.Kind != ""
 	}

@@ -325,25 +325,25 @@ func TestOwnedAndWatchedCachesFollowThePrimarysScope(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// declare declares a controller and returns the owned or watched cache's name.
-		declare func(m *manager.Manager) (*manager.Builder[cm, cmList], string)
+		declare func(m *manager.Manager) (*manager.Builder[cm], string)
 		want    string
 	}{{
 		name: "a namespaced owner's owned kind is cached in its namespaces",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], string) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], string) {
 			b := manager.For(m, source(fake.New[cm, cmList]()), manager.CacheOptions[cm]{Namespaces: []string{"b", "a"}})
 			return b, manager.Owns(b, sourceOf(secrets)).Name()
 		},
 		want: "*v1.Secret namespaces=a,b",
 	}, {
 		name: "a watched namespaced kind is cached in the primary's namespace",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], string) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], string) {
 			b := manager.For(m, source(fake.New[cm, cmList]()), manager.CacheOptions[cm]{Namespaces: []string{"a"}})
 			return b, manager.Watches(b, sourceOf(secrets), func(secret) []string { return nil }).Name()
 		},
 		want: "*v1.Secret namespace=a",
 	}, {
 		name: "a watched cluster-scoped kind is cached cluster-wide",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], string) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], string) {
 			b := manager.For(m, source(fake.New[cm, cmList]()), manager.CacheOptions[cm]{Namespaces: []string{"a"}})
 			return b, manager.Watches(b, manager.ClusterScoped[namespace](fake.New[namespace, *corev1.NamespaceList]()),
 				func(namespace) []string { return nil }).Name()
@@ -351,7 +351,7 @@ func TestOwnedAndWatchedCachesFollowThePrimarysScope(t *testing.T) {
 		want: "*v1.Namespace",
 	}, {
 		name: "a Cache the caller acquired is used as it is",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], string) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], string) {
 			b := manager.For(m, source(fake.New[cm, cmList]()), manager.CacheOptions[cm]{Namespaces: []string{"a"}})
 			mine, err := manager.Acquire(m, sourceOf(secrets), manager.CacheOptions[secret]{Namespaces: []string{"c"}})
 			if err != nil {
@@ -442,30 +442,30 @@ func TestCompleteReturnsEveryErrorOfTheDeclarationAndReleasesItsCaches(t *testin
 	for _, tc := range []struct {
 		name string
 		// declare returns the Builder and the caches it returned.
-		declare    func(m *manager.Manager) (*manager.Builder[cm, cmList], typed.Reconciler[cm], []waiter)
+		declare    func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter)
 		wantIs     []error
 		wantInText []string
 	}{{
 		name: "a nil manager",
-		declare: func(*manager.Manager) (*manager.Builder[cm, cmList], typed.Reconciler[cm], []waiter) {
+		declare: func(*manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			return manager.For(nil, source(fake.New[cm, cmList]())), reconciler, nil
 		},
 		wantIs: []error{typed.ErrNilArgument},
 	}, {
 		name: "a nil reconciler",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], typed.Reconciler[cm], []waiter) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			return manager.For(m, source(fake.New[cm, cmList]())), nil, nil
 		},
 		wantIs: []error{typed.ErrNilArgument},
 	}, {
 		name: "a Source without a ListerWatcher",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], typed.Reconciler[cm], []waiter) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			return manager.For(m, manager.Source[cm, cmList]{}), reconciler, nil
 		},
 		wantIs: []error{typed.ErrNilArgument},
 	}, {
 		name: "a nil predicate",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], typed.Reconciler[cm], []waiter) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			b := manager.For(m, source(fake.New[cm, cmList]())).WithPredicates(nil)
 			return b, reconciler, []waiter{manager.Owns(b, sourceOf(fake.New[secret, secretList]()), nil)}
 		},
@@ -473,14 +473,14 @@ func TestCompleteReturnsEveryErrorOfTheDeclarationAndReleasesItsCaches(t *testin
 		wantInText: []string{"WithPredicates(*v1.ConfigMap)", "Owns(*v1.Secret)"},
 	}, {
 		name: "a nil mapping",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], typed.Reconciler[cm], []waiter) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			b := manager.For(m, source(fake.New[cm, cmList]()))
 			return b, reconciler, []waiter{manager.Watches(b, sourceOf(fake.New[secret, secretList]()), nil)}
 		},
 		wantIs: []error{typed.ErrNilArgument},
 	}, {
 		name: "a cluster-scoped kind owned by a namespaced one",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], typed.Reconciler[cm], []waiter) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			b := manager.For(m, source(fake.New[cm, cmList]()))
 			owned := manager.Owns(b, manager.ClusterScoped[namespace](fake.New[namespace, *corev1.NamespaceList]()))
 			return b, reconciler, []waiter{owned}
@@ -488,7 +488,7 @@ func TestCompleteReturnsEveryErrorOfTheDeclarationAndReleasesItsCaches(t *testin
 		wantIs: []error{manager.ErrScope},
 	}, {
 		name: "a Cache of another manager",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], typed.Reconciler[cm], []waiter) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			theirs, err := manager.Acquire(other, sourceOf(fake.New[secret, secretList]()))
 			if err != nil {
 				panic(err)
@@ -499,7 +499,7 @@ func TestCompleteReturnsEveryErrorOfTheDeclarationAndReleasesItsCaches(t *testin
 		wantInText: []string{"belongs to another manager"},
 	}, {
 		name: "several mistakes, each reported",
-		declare: func(m *manager.Manager) (*manager.Builder[cm, cmList], typed.Reconciler[cm], []waiter) {
+		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			b := manager.For(m, source(fake.New[cm, cmList]()))
 			owned := manager.Owns(b, manager.ClusterScoped[namespace](fake.New[namespace, *corev1.NamespaceList]()))
 			watched := manager.Watches(b, sourceOf(fake.New[secret, secretList]()), nil)
@@ -554,11 +554,11 @@ type waiter interface {
 
 func isNilCache(c waiter) bool {
 	switch c := c.(type) {
-	case *manager.Cache[secret, secretList]:
+	case *manager.Cache[secret]:
 		return c == nil
-	case *manager.Cache[namespace, *corev1.NamespaceList]:
+	case *manager.Cache[namespace]:
 		return c == nil
-	case *manager.Cache[cm, cmList]:
+	case *manager.Cache[cm]:
 		return c == nil
 	}
 	return c == nil

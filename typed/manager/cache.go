@@ -154,10 +154,10 @@ type entry struct {
 // All methods are safe for concurrent use. Once released, a handle reads as empty and
 // its other methods return ErrReleased; a nil handle reads as empty too, and its other
 // methods return an error wrapping typed.ErrNilArgument.
-type Cache[T event.Object, L reflect.List] struct {
+type Cache[T event.Object] struct {
 	m             *Manager
 	name          string
-	members       []member[T, L] // sorted by namespace
+	members       []member[T] // sorted by namespace
 	clusterScoped bool           // its Source's: keys have no namespace
 
 	released    atomic.Bool
@@ -165,13 +165,22 @@ type Cache[T event.Object, L reflect.List] struct {
 	releasing   chan struct{} // closed by Release
 	releasedCh  <-chan struct{}
 	mu          sync.Mutex
-	regs        map[*Registration]struct{} // the handlers added through this handle
+	regs        map[*controller.Registration]struct{} // the handlers added through this handle
 }
 
-type member[T event.Object, L reflect.List] struct {
+type member[T event.Object] struct {
 	namespace string
-	ctrl      *controller.Controller[T, L]
+	ctrl      shared[T]
 	e         *entry
+}
+
+// shared is what a Cache uses of one shared controller: everything but its list type,
+// which only the Source that made it needs.
+type shared[T event.Object] interface {
+	Store() *eventcache.Store[T]
+	AddHandler(name string, h controller.Handler[T]) (*controller.Registration, error)
+	AddIndexers(indexers eventcache.Indexers[T]) error
+	WaitForSync(ctx context.Context) error
 }
 
 // Acquire returns a handle on the cache of src's objects that opts select, shared with
@@ -190,7 +199,7 @@ type member[T event.Object, L reflect.List] struct {
 // eventcache.NamespaceIndex (eventcache.ErrIndexExists), a Source of a generic type
 // without a Resource (ErrNoResource), and once m has stopped (ErrStopped). Indexes that
 // the shared cache lacks are added to it (see CacheOptions.Indexers).
-func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...CacheOptions[T]) (*Cache[T, L], error) {
+func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...CacheOptions[T]) (*Cache[T], error) {
 	var zero T
 	if m == nil {
 		return nil, fmt.Errorf("%w: Acquire's manager", typed.ErrNilArgument)
@@ -256,7 +265,7 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 // creating those that do not exist yet.
 func newCache[T event.Object, L reflect.List](m *Manager, gvr schema.GroupVersionResource, base cacheKey, namespaces []string,
 	lws []controller.ListerWatcher[T, L], o CacheOptions[T],
-) (*Cache[T, L], error) {
+) (*Cache[T], error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.state >= stopped {
@@ -271,7 +280,7 @@ func newCache[T event.Object, L reflect.List](m *Manager, gvr schema.GroupVersio
 		keys[i] = base
 		keys[i].namespace = ns
 	}
-	c := &Cache[T, L]{m: m, regs: map[*Registration]struct{}{}, releasing: make(chan struct{})}
+	c := &Cache[T]{m: m, regs: map[*controller.Registration]struct{}{}, releasing: make(chan struct{})}
 	names := make([]string, len(keys))
 	for i, key := range keys {
 		e := m.entries[key]
@@ -279,7 +288,7 @@ func newCache[T event.Object, L reflect.List](m *Manager, gvr schema.GroupVersio
 			e = m.newEntryLocked(key, newController(m, gvr, key, lws[i], o))
 		}
 		e.refs++
-		c.members = append(c.members, member[T, L]{namespace: key.namespace, ctrl: e.ctrl.(*controller.Controller[T, L]), e: e})
+		c.members = append(c.members, member[T]{namespace: key.namespace, ctrl: e.ctrl.(shared[T]), e: e})
 		names[i] = key.namespace
 	}
 	c.name = base.String()
@@ -323,7 +332,7 @@ func listerWatcher[T event.Object, L reflect.List](src Source[T, L], ns string) 
 // addIndexers gives each of c's controllers the indexes of indexers it lacks; a name it
 // has already reads its index. An index function's error on an object leaves that object
 // out of that index, and is logged.
-func (c *Cache[T, L]) addIndexers(indexers eventcache.Indexers[T]) error {
+func (c *Cache[T]) addIndexers(indexers eventcache.Indexers[T]) error {
 	if len(indexers) == 0 {
 		return nil
 	}
@@ -483,7 +492,7 @@ func (m *Manager) release(es []*entry) <-chan struct{} {
 }
 
 // Name describes the cache: its resource, scope, selectors and transform.
-func (c *Cache[T, L]) Name() string {
+func (c *Cache[T]) Name() string {
 	if c == nil {
 		return ""
 	}
@@ -495,7 +504,7 @@ func (c *Cache[T, L]) Name() string {
 // once the caches it stopped have no goroutine left (at once if it stopped none), so that
 // it can be called from a handler of the cache itself. It is idempotent; every call
 // returns the same channel.
-func (c *Cache[T, L]) Release() <-chan struct{} {
+func (c *Cache[T]) Release() <-chan struct{} {
 	if c == nil {
 		return closedChan
 	}
@@ -526,7 +535,7 @@ var closedChan = func() chan struct{} {
 }()
 
 // view returns the members to read, none once the handle is released (or for a nil one).
-func (c *Cache[T, L]) view() []member[T, L] {
+func (c *Cache[T]) view() []member[T] {
 	if c == nil || c.released.Load() {
 		return nil
 	}
@@ -534,21 +543,21 @@ func (c *Cache[T, L]) view() []member[T, L] {
 }
 
 // memberOf returns the member that holds namespace's objects.
-func (c *Cache[T, L]) memberOf(namespace string) (member[T, L], bool) {
+func (c *Cache[T]) memberOf(namespace string) (member[T], bool) {
 	ms := c.view()
 	if len(ms) == 1 {
 		return ms[0], true // all namespaces, or the one namespace whose store has nothing else
 	}
-	i, ok := slices.BinarySearchFunc(ms, namespace, func(m member[T, L], ns string) int { return strings.Compare(m.namespace, ns) })
+	i, ok := slices.BinarySearchFunc(ms, namespace, func(m member[T], ns string) int { return strings.Compare(m.namespace, ns) })
 	if !ok {
-		return member[T, L]{}, false
+		return member[T]{}, false
 	}
 	return ms[i], true
 }
 
 // Get returns the object with the given key (namespace/name, or name for a
 // cluster-scoped object).
-func (c *Cache[T, L]) Get(key string) (T, bool) {
+func (c *Cache[T]) Get(key string) (T, bool) {
 	ns, _ := event.SplitKey(key)
 	if mb, ok := c.memberOf(ns); ok {
 		return mb.ctrl.Store().Get(key)
@@ -559,7 +568,7 @@ func (c *Cache[T, L]) Get(key string) (T, bool) {
 
 // GetByName returns the object with the given namespace ("" for cluster-scoped objects)
 // and name.
-func (c *Cache[T, L]) GetByName(namespace, name string) (T, bool) {
+func (c *Cache[T]) GetByName(namespace, name string) (T, bool) {
 	if mb, ok := c.memberOf(namespace); ok {
 		return mb.ctrl.Store().GetByName(namespace, name)
 	}
@@ -568,7 +577,7 @@ func (c *Cache[T, L]) GetByName(namespace, name string) (T, bool) {
 }
 
 // List returns every object of the cache, of all its namespaces, in no particular order.
-func (c *Cache[T, L]) List() []T {
+func (c *Cache[T]) List() []T {
 	var out []T
 	for _, mb := range c.view() {
 		out = append(out, mb.ctrl.Store().List()...)
@@ -577,7 +586,7 @@ func (c *Cache[T, L]) List() []T {
 }
 
 // InNamespace returns the objects of one namespace, through the namespace index.
-func (c *Cache[T, L]) InNamespace(namespace string) []T {
+func (c *Cache[T]) InNamespace(namespace string) []T {
 	if mb, ok := c.memberOf(namespace); ok {
 		return mb.ctrl.Store().InNamespace(namespace)
 	}
@@ -587,7 +596,7 @@ func (c *Cache[T, L]) InNamespace(namespace string) []T {
 // ByIndex returns the objects that the named index (see CacheOptions.Indexers) puts under
 // value, in all the cache's namespaces. It returns an error wrapping eventcache.ErrNoIndex
 // for an index the cache does not have.
-func (c *Cache[T, L]) ByIndex(index, value string) ([]T, error) {
+func (c *Cache[T]) ByIndex(index, value string) ([]T, error) {
 	var out []T
 	for _, mb := range c.view() {
 		objs, err := mb.ctrl.Store().ByIndex(index, value)
@@ -599,8 +608,35 @@ func (c *Cache[T, L]) ByIndex(index, value string) ([]T, error) {
 	return out, nil
 }
 
+// ByIndexIn returns the objects of one namespace that the named index puts under value,
+// so that index values need not carry the namespace: ByIndexIn("shop", "owner", "web")
+// finds what "web" of namespace shop owns, not what a "web" of another namespace owns.
+// It reads only that namespace's part of a cache of several namespaces. It returns an
+// error wrapping eventcache.ErrNoIndex for an index the cache does not have.
+func (c *Cache[T]) ByIndexIn(namespace, index, value string) ([]T, error) {
+	mb, ok := c.memberOf(namespace)
+	if !ok {
+		if len(c.view()) > 0 {
+			// A namespace outside the cache holds nothing; the index must still exist.
+			if _, err := c.view()[0].ctrl.Store().ByIndex(index, ""); err != nil {
+				return nil, fmt.Errorf("cache %s: %w", c.name, err)
+			}
+		}
+		return nil, nil
+	}
+	objs, err := mb.ctrl.Store().ByIndex(index, value)
+	if err != nil {
+		return nil, fmt.Errorf("cache %s: %w", c.name, err)
+	}
+	if mb.namespace == "" {
+		// A cache of all namespaces: keep namespace's objects.
+		objs = slices.DeleteFunc(objs, func(o T) bool { return o.GetNamespace() != namespace })
+	}
+	return objs, nil
+}
+
 // Len returns the number of objects in the cache.
-func (c *Cache[T, L]) Len() int {
+func (c *Cache[T]) Len() int {
 	n := 0
 	for _, mb := range c.view() {
 		n += mb.ctrl.Store().Len()
@@ -612,7 +648,7 @@ func (c *Cache[T, L]) Len() int {
 // namespaces (see controller.Controller.HasSynced) and reflects the server: false while
 // the server does not serve its resource (see Err), until the cache has relisted; false
 // once released.
-func (c *Cache[T, L]) HasSynced() bool {
+func (c *Cache[T]) HasSynced() bool {
 	ms := c.view()
 	for _, mb := range ms {
 		if !mb.e.synced() {
@@ -626,7 +662,7 @@ func (c *Cache[T, L]) HasSynced() bool {
 // ctx.Err(), wrapped with Err when the resource is not served), the handle is released
 // (returning ErrReleased, at once for a handle released before), or the Manager stops its
 // caches (returning ErrStopped): a cache that stopped will not sync.
-func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
+func (c *Cache[T]) WaitForSync(ctx context.Context) error {
 	if c == nil {
 		return fmt.Errorf("%w: a nil Cache", typed.ErrNilArgument)
 	}
@@ -660,7 +696,7 @@ func (c *Cache[T, L]) WaitForSync(ctx context.Context) error {
 	return err
 }
 
-func (c *Cache[T, L]) waitForSync(ctx context.Context) error {
+func (c *Cache[T]) waitForSync(ctx context.Context) error {
 	for _, mb := range c.members {
 		if err := mb.ctrl.WaitForSync(ctx); err != nil {
 			return c.whyNotSynced(err)
@@ -686,7 +722,7 @@ func (c *Cache[T, L]) waitForSync(ctx context.Context) error {
 }
 
 // whyNotSynced wraps err, the context's error, with Err.
-func (c *Cache[T, L]) whyNotSynced(err error) error {
+func (c *Cache[T]) whyNotSynced(err error) error {
 	if why := c.Err(); why != nil {
 		return fmt.Errorf("%w: %w", err, why)
 	}
@@ -719,7 +755,7 @@ func isClosed(ch <-chan struct{}) bool {
 // handed to the cache, whose store and handlers then get its objects in order, as after
 // any relist (a controller reports the sync of its first list only). Its handles,
 // handlers and loops stay as they were throughout.
-func (c *Cache[T, L]) Err() error {
+func (c *Cache[T]) Err() error {
 	var errs []error
 	for _, mb := range c.view() {
 		if err := mb.e.served.Err(); err != nil {
@@ -731,10 +767,11 @@ func (c *Cache[T, L]) Err() error {
 
 // AddHandler registers h under name with the cache, as controller.Controller.AddHandler
 // does: h first receives every cached object, then every change. On a cache of several
-// namespaces it receives the changes of all of them, one call at a time. The handler is
-// removed when the handle is released. It returns an error wrapping controller.ErrNilHandler
-// for a nil h, and ErrReleased for a released handle.
-func (c *Cache[T, L]) AddHandler(name string, h controller.Handler[T]) (*Registration, error) {
+// namespaces it receives the changes of all of them, one call at a time, and its
+// Registration is one for all (controller.Join). The handler is removed when the handle
+// is released. It returns an error wrapping controller.ErrNilHandler for a nil h, and
+// ErrReleased for a released handle.
+func (c *Cache[T]) AddHandler(name string, h controller.Handler[T]) (*controller.Registration, error) {
 	if guard.IsNil(h) {
 		return nil, fmt.Errorf("%w: handler %q", controller.ErrNilHandler, name)
 	}
@@ -751,20 +788,21 @@ func (c *Cache[T, L]) AddHandler(name string, h controller.Handler[T]) (*Registr
 		// still be called one event at a time, as a controller calls it.
 		h = &serialHandler[T]{h: h}
 	}
-	reg := &Registration{}
+	parts := make([]*controller.Registration, 0, len(c.members))
 	for _, mb := range c.members {
 		r, err := mb.ctrl.AddHandler(name, h)
 		if err != nil {
-			reg.Remove()
+			controller.Join(parts, nil).Remove()
 			return nil, fmt.Errorf("cache %s: %w", c.name, err)
 		}
-		reg.regs = append(reg.regs, r)
+		parts = append(parts, r)
 	}
-	reg.onRemove = func() {
+	var reg *controller.Registration
+	reg = controller.Join(parts, func() {
 		c.mu.Lock()
 		delete(c.regs, reg)
 		c.mu.Unlock()
-	}
+	})
 	c.regs[reg] = struct{}{}
 	return reg, nil
 }
@@ -781,72 +819,8 @@ func (s *serialHandler[T]) Handle(ctx context.Context, e event.Event[T]) {
 	s.h.Handle(ctx, e)
 }
 
-// Registration is a handler's membership in a Cache: one controller.Registration per
-// namespace of the cache.
-type Registration struct {
-	regs     []*controller.Registration
-	onRemove func()
-	removed  sync.Once
-}
-
-// HasSynced reports whether the handler has handled the initial state of every namespace
-// (see controller.Registration.HasSynced).
-func (r *Registration) HasSynced() bool {
-	if r == nil {
-		return false
-	}
-	for _, reg := range r.regs {
-		if !reg.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
-// WaitForSync blocks until HasSynced is true (returning nil) or ctx is done (returning
-// ctx.Err()).
-func (r *Registration) WaitForSync(ctx context.Context) error {
-	if r == nil {
-		return fmt.Errorf("%w: a nil Registration", typed.ErrNilArgument)
-	}
-	for _, reg := range r.regs {
-		if err := reg.WaitForSync(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Pending returns the number of keys waiting in the handler's backlogs.
-func (r *Registration) Pending() int {
-	if r == nil {
-		return 0
-	}
-	n := 0
-	for _, reg := range r.regs {
-		n += reg.Pending()
-	}
-	return n
-}
-
-// Remove stops delivering events to the handler, as controller.Registration.Remove does.
-// It is idempotent, and may be called from the handler.
-func (r *Registration) Remove() {
-	if r == nil {
-		return
-	}
-	r.removed.Do(func() {
-		for _, reg := range r.regs {
-			reg.Remove()
-		}
-		if r.onRemove != nil {
-			r.onRemove()
-		}
-	})
-}
-
 // clone returns another handle on the same caches, for a Loop to hold.
-func (c *Cache[T, L]) clone() (*Cache[T, L], error) {
+func (c *Cache[T]) clone() (*Cache[T], error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.released.Load() {
@@ -861,6 +835,6 @@ func (c *Cache[T, L]) clone() (*Cache[T, L], error) {
 	for _, mb := range c.members {
 		mb.e.refs++
 	}
-	return &Cache[T, L]{m: m, name: c.name, members: c.members, clusterScoped: c.clusterScoped, regs: map[*Registration]struct{}{},
+	return &Cache[T]{m: m, name: c.name, members: c.members, clusterScoped: c.clusterScoped, regs: map[*controller.Registration]struct{}{},
 		releasing: make(chan struct{})}, nil
 }

@@ -113,7 +113,7 @@ func TestAcquireSharesOneWatchPerTypeScopeSelectorsAndTransform(t *testing.T) {
 			run(t, m)
 			first := acquire(t, m, source(f), tc.first)
 			then := acquire(t, m, source(f), tc.then)
-			for _, c := range []*manager.Cache[cm, cmList]{first, then} {
+			for _, c := range []*manager.Cache[cm]{first, then} {
 				if err := c.WaitForSync(testContext(t)); err != nil {
 					t.Fatal(err)
 				}
@@ -196,7 +196,7 @@ func TestConcurrentAcquireAndRelease(t *testing.T) {
 			m := manager.New(manager.Options{})
 			run(t, m)
 			managerOnly := goleak.IgnoreCurrent()
-			var holder *manager.Cache[cm, cmList]
+			var holder *manager.Cache[cm]
 			if tc.held {
 				holder = acquire(t, m, source(f))
 			}
@@ -419,7 +419,7 @@ func TestReleaseRemovesTheHandlersOfItsHandle(t *testing.T) {
 	mine, theirs := acquire(t, m, source(f)), acquire(t, m, source(f))
 	defer theirs.Release()
 	events := map[string]chan string{"mine": make(chan string, 10), "theirs": make(chan string, 10)}
-	for name, c := range map[string]*manager.Cache[cm, cmList]{"mine": mine, "theirs": theirs} {
+	for name, c := range map[string]*manager.Cache[cm]{"mine": mine, "theirs": theirs} {
 		reg, err := c.AddHandler(name, controller.HandlerFunc[cm](func(_ context.Context, e event.Event[cm]) { events[name] <- e.Key }))
 		if err != nil {
 			t.Fatal(err)
@@ -694,7 +694,7 @@ func TestAcquireAddsTheIndexesTheSharedCacheLacks(t *testing.T) {
 			if err := then.WaitForSync(testContext(t)); err != nil {
 				t.Fatal(err)
 			}
-			lookup := func(c *manager.Cache[cm, cmList], lookups map[string][]string) map[string][]string {
+			lookup := func(c *manager.Cache[cm], lookups map[string][]string) map[string][]string {
 				got := map[string][]string{}
 				for lookup := range lookups {
 					index, value, _ := strings.Cut(lookup, "=")
@@ -733,7 +733,7 @@ func TestConcurrentAcquiresAddTheirIndexesWhileObjectsChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	handles := make([]*manager.Cache[cm, cmList], acquirers)
+	handles := make([]*manager.Cache[cm], acquirers)
 	errs := make([]error, acquirers)
 	for i := range acquirers {
 		wg.Go(func() {

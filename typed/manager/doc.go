@@ -23,7 +23,7 @@
 // points are functions: Acquire, NewLoop, Related. Their type arguments are inferred from
 // the Source, which is written once per resource; only Namespaced and ClusterScoped name
 // the object type, and they infer the list type from the client. A handle carries the
-// list type too (Cache[T, L]) because typed.Loop and typed.Related need the controller's
+// list type too (Cache[T]) because typed.Loop and typed.Related need the controller's
 // exact type, and a handle is usually a local variable, so nobody writes it.
 //
 // A transform is a function, which Go cannot compare: CacheOptions.TransformName

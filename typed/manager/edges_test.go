@@ -238,7 +238,7 @@ func TestEnqueueWhileTheManagerShutsDownIsErrStopped(t *testing.T) {
 	c := acquire(t, m, source(configMaps))
 	defer c.Release()
 	enqueued := make(chan error, 1)
-	var loop *manager.Loop[cm, cmList]
+	var loop *manager.Loop[cm]
 	loop, err := manager.NewLoop(c, typed.ReconcilerFunc[cm](func(ctx context.Context, req typed.Request[cm]) (typed.Result, error) {
 		<-ctx.Done() // in flight until the shutdown
 		enqueued <- loop.Enqueue("a/two")

@@ -99,7 +99,7 @@ func sourceOf[T event.Object, L fake.List](f *fake.ListerWatcher[T, L]) manager.
 func source(f *cmFake) manager.Source[cm, cmList] { return sourceOf(f) }
 
 // acquire is manager.Acquire that fails the test on an error.
-func acquire(t *testing.T, m *manager.Manager, src manager.Source[cm, cmList], opts ...manager.CacheOptions[cm]) *manager.Cache[cm, cmList] {
+func acquire(t *testing.T, m *manager.Manager, src manager.Source[cm, cmList], opts ...manager.CacheOptions[cm]) *manager.Cache[cm] {
 	t.Helper()
 	c, err := manager.Acquire(m, src, opts...)
 	if err != nil {

@@ -86,7 +86,7 @@ func (ts *terms) runnable(id string) manager.Runnable {
 // every replica.
 type replica struct {
 	m          *manager.Manager
-	cache      *manager.Cache[cm, cmList]
+	cache      *manager.Cache[cm]
 	reconciled *reconciles
 	everywhere chan struct{} // closed when the runnable on every replica runs
 }

@@ -7,15 +7,14 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
-	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
 // Loop is a typed.Loop that the Manager runs while this replica leads, over a shared
 // cache. Create it with NewLoop; relate other caches to it with Related.
-type Loop[T event.Object, L reflect.List] struct {
-	cache   *Cache[T, L]        // the Loop's own handle, held until the Manager stops
-	loops   []*typed.Loop[T, L] // one per namespace of cache, in the order of its members
+type Loop[T event.Object] struct {
+	cache   *Cache[T] // the Loop's own handle, held until the Manager stops
+	loop    *typed.Loop[T]
 	needs   *loopNeeds
 	onError func(ctx context.Context, key string, err error) // typed.Options.OnError
 }
@@ -27,11 +26,11 @@ type Loop[T event.Object, L reflect.List] struct {
 // typed.Predicate). Besides events, a key is reconciled when it is enqueued by hand
 // (Loop.Enqueue, Enqueue from a reconciler) or by a Trigger (Loop.AddTrigger).
 //
-// Over a cache of several namespaces, it runs one typed.Loop per namespace, each with
-// opts.Workers workers: a key is still reconciled by one worker at a time, since a key
-// belongs to one namespace. It returns an error wrapping typed.ErrNilArgument for a nil c
-// or r, ErrReleased for a released c, and ErrStopped once the Manager is stopping.
-func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[T], opts typed.Options, preds ...typed.Predicate[T]) (*Loop[T, L], error) {
+// Over a cache of several namespaces it is still one typed.Loop, whose opts.Workers
+// workers take the keys of every namespace. It returns an error wrapping
+// typed.ErrNilArgument for a nil c or r, ErrReleased for a released c, and ErrStopped
+// once the Manager is stopping.
+func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Options, preds ...typed.Predicate[T]) (*Loop[T], error) {
 	var zero T
 	switch {
 	case c == nil:
@@ -46,26 +45,17 @@ func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop[T, L]{cache: own, needs: &loopNeeds{name: opts.Name}, onError: opts.OnError}
-	runs := make([]func(context.Context) error, len(own.members))
-	for i, mb := range own.members {
-		loop := typed.NewLoop(mb.ctrl, r, opts, preds...)
-		l.loops = append(l.loops, loop)
-		runs[i] = loop.Run
+	l := &Loop[T]{cache: own, loop: typed.NewLoop[T](own, r, opts, preds...), needs: &loopNeeds{name: opts.Name}, onError: opts.OnError}
+	for _, mb := range own.members {
 		l.needs.entries = append(l.needs.entries, mb.e)
 	}
 	m := c.m
 	err = m.add(&runnable{name: "loop " + opts.Name, leader: true, r: RunnableFunc(func(ctx context.Context) error {
-		return typed.RunAll(l.withLoop(ctx), runs...) // a reconcile's context carries l, for Enqueue
+		return l.loop.Run(l.withLoop(ctx)) // a reconcile's context carries l, for Enqueue
 	}), handOver: func(ctx, held context.Context) error {
 		// Leadership moves on: the successor's cache cannot show the deletions queued
 		// here, so they are reconciled while the Lease is still held.
-		held = l.withLoop(held) // its reconciles may enqueue too
-		handOvers := make([]func(context.Context) error, len(l.loops))
-		for i, loop := range l.loops {
-			handOvers[i] = func(ctx context.Context) error { return loop.RunHandingOver(ctx, held) }
-		}
-		return typed.RunAll(l.withLoop(ctx), handOvers...)
+		return l.loop.RunHandingOver(l.withLoop(ctx), l.withLoop(held)) // its reconciles may enqueue too
 	}})
 	if err != nil {
 		own.Release()
@@ -79,17 +69,15 @@ func NewLoop[T event.Object, L reflect.List](c *Cache[T, L], r typed.Reconciler[
 
 // Related makes every event of secondary's objects that passes every one of preds
 // reconcile the keys of l that keysOf maps them to, as typed.Related does, and makes l
-// wait for secondary to sync, in each term and for /readyz. The Loop holds a handle of its own on secondary, so secondary may
-// be released. Over a Loop of several namespaces, each key goes to the Loop of its
-// namespace; a key of a namespace outside l's cache is dropped, as it names nothing l
-// reconciles.
+// wait for secondary to sync, in each term and for /readyz. The Loop holds a handle of
+// its own on secondary, so secondary may be released. A key of a namespace outside l's
+// cache is dropped, as it names nothing l reconciles; a key of the wrong scope (see
+// ErrInvalidKey) is dropped and reported.
 //
 // It returns an error wrapping typed.ErrNilArgument for a nil argument, ErrReleased for a
 // released secondary, and ErrStopped once the Manager is stopping; a secondary of another
 // Manager is an error.
-func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
-	l *Loop[T, L], secondary *Cache[S, SL], keysOf func(S) []string, preds ...typed.Predicate[S],
-) error {
+func Related[S event.Object, T event.Object](l *Loop[T], secondary *Cache[S], keysOf func(S) []string, preds ...typed.Predicate[S]) error {
 	var zero S
 	switch {
 	case l == nil:
@@ -105,14 +93,10 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	if err != nil {
 		return err
 	}
-	for i, loop := range l.loops {
-		for _, mb := range own.members {
-			// A bad predicate is refused here, and by the Loop's Run (typed.Related's rule).
-			if err := typed.Related(loop, mb.ctrl, inScope(l, i, keysOf), preds...); err != nil {
-				own.Release()
-				return err
-			}
-		}
+	// A bad predicate is refused here, and by the Loop's Run (typed.Related's rule).
+	if err := typed.Related(l.loop, own, inScope(l, keysOf), preds...); err != nil {
+		own.Release()
+		return err
 	}
 	m := l.cache.m
 	m.mu.Lock()
@@ -123,18 +107,17 @@ func Related[S event.Object, SL reflect.List, T event.Object, L reflect.List](
 	return nil
 }
 
-// inScope keeps the keys of keysOf that belong to l's i-th typed.Loop. A key of a
-// namespace outside l's cache is dropped, as documented; a key of the wrong scope (see
-// ErrInvalidKey) is dropped and reported, by the first Loop's mapping only, since every
-// Loop's mapping sees it (once per state mapped: a modification maps its prior state too).
-func inScope[S event.Object, T event.Object, L reflect.List](l *Loop[T, L], i int, keysOf func(S) []string) func(S) []string {
+// inScope keeps the keys of keysOf that l admits. A key of a namespace outside l's cache
+// is dropped, as documented; a key of the wrong scope (see ErrInvalidKey) is dropped and
+// reported (once per state mapped: a modification maps its prior state too).
+func inScope[S event.Object, T event.Object](l *Loop[T], keysOf func(S) []string) func(S) []string {
 	return func(obj S) []string {
 		var keys []string
 		for _, key := range keysOf(obj) {
-			switch j, err := l.member(key); {
-			case j == i:
+			switch err := l.admits(key); {
+			case err == nil:
 				keys = append(keys, key)
-			case i == 0 && errors.Is(err, errWrongScope):
+			case errors.Is(err, errWrongScope):
 				l.reportKey(key, fmt.Errorf("%w: related mapping gave %q for %s/%s: %w",
 					ErrInvalidKey, key, obj.GetNamespace(), obj.GetName(), err))
 			}
@@ -144,7 +127,7 @@ func inScope[S event.Object, T event.Object, L reflect.List](l *Loop[T, L], i in
 }
 
 // reportKey hands err, about key, to typed.Options.OnError, or logs it.
-func (l *Loop[T, L]) reportKey(key string, err error) {
+func (l *Loop[T]) reportKey(key string, err error) {
 	logger := l.cache.m.logger().WithValues("loop", l.needs.name, "key", key)
 	if l.onError != nil {
 		defer guard.LogPanic(logger, err, "related key dropped, whose OnError panicked")

@@ -444,11 +444,10 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 	var nilFunc manager.RunnableFunc
 	var nilManager *manager.Manager
 	var nilReconciler typed.ReconcilerFunc[cm]
-	var nilCache *manager.Cache[cm, cmList]
-	var nilRegistration *manager.Registration
+	var nilCache *manager.Cache[cm]
 	_, addToNil := nilCache.AddHandler("h", controller.HandlerFunc[cm](func(context.Context, event.Event[cm]) {}))
 	keysOf := func(cm) []string { return nil }
-	newLoop := func(c *manager.Cache[cm, cmList], r typed.Reconciler[cm]) error {
+	newLoop := func(c *manager.Cache[cm], r typed.Reconciler[cm]) error {
 		_, err := manager.NewLoop(c, r, typed.Options{})
 		return err
 	}
@@ -468,13 +467,12 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 		{"NewLoop of a nil cache", newLoop(nil, nilReconciler), typed.ErrNilArgument},
 		{"NewLoop of a nil reconciler", newLoop(c, nilReconciler), typed.ErrNilArgument},
 		{"NewLoop of a released cache", newLoop(released, typed.ReconcilerFunc[cm](newReconciles().reconcile)), manager.ErrReleased},
-		{"Related to a nil loop", manager.Related[cm, cmList, cm, cmList](nil, c, keysOf), typed.ErrNilArgument},
-		{"Related of a nil cache", manager.Related[cm, cmList](loop, nil, keysOf), typed.ErrNilArgument},
+		{"Related to a nil loop", manager.Related[cm, cm](nil, c, keysOf), typed.ErrNilArgument},
+		{"Related of a nil cache", manager.Related[cm](loop, nil, keysOf), typed.ErrNilArgument},
 		{"Related with a nil mapping", manager.Related(loop, c, nil), typed.ErrNilArgument},
 		{"Related of a released cache", manager.Related(loop, released, keysOf), manager.ErrReleased},
 		{"WaitForSync of a nil cache", nilCache.WaitForSync(testContext(t)), typed.ErrNilArgument},
 		{"AddHandler to a nil cache", addToNil, typed.ErrNilArgument},
-		{"WaitForSync of a nil registration", nilRegistration.WaitForSync(testContext(t)), typed.ErrNilArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !errors.Is(tc.err, tc.want) {
@@ -483,8 +481,7 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 		})
 	}
 	_, found := nilCache.Get("a/one")
-	nilRegistration.Remove()
-	if found || nilCache.List() != nil || nilCache.Len() != 0 || nilCache.HasSynced() || !closed(nilCache.Release()) || nilRegistration.HasSynced() {
+	if found || nilCache.List() != nil || nilCache.Len() != 0 || nilCache.HasSynced() || !closed(nilCache.Release()) {
 		t.Error("a nil cache or registration does not read as empty")
 	}
 	for name, err := range map[string]error{

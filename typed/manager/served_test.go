@@ -144,7 +144,7 @@ const outageMessage = "The server does not serve the resource: the cache stops u
 
 // wantNotServed checks what a cache says while its resource is not served: Err,
 // HasSynced, WaitForSync and, when a Loop needs the cache, /readyz.
-func wantNotServed(t *testing.T, m *manager.Manager, c *manager.Cache[cm, cmList]) {
+func wantNotServed(t *testing.T, m *manager.Manager, c *manager.Cache[cm]) {
 	t.Helper()
 	eventually(t, "the cache to report its resource not served", func() bool { return c.Err() != nil })
 	ended, cancel := context.WithCancel(testContext(t))
@@ -176,7 +176,7 @@ func wantNotServed(t *testing.T, m *manager.Manager, c *manager.Cache[cm, cmList
 }
 
 // wantServed waits for the cache to sync again, and checks that it says so everywhere.
-func wantServed(t *testing.T, m *manager.Manager, c *manager.Cache[cm, cmList]) {
+func wantServed(t *testing.T, m *manager.Manager, c *manager.Cache[cm]) {
 	t.Helper()
 	if err := c.WaitForSync(testContext(t)); err != nil {
 		t.Fatalf("WaitForSync once the resource is served again: %v", err)
@@ -298,14 +298,14 @@ func TestResourceOutagesComeAndGo(t *testing.T) {
 		name string
 		// outage runs once the manager runs with the cache acquired and, unless
 		// notSyncedFirst, synced; it ends with the resource served and synced again.
-		outage         func(t *testing.T, r *resource, m *manager.Manager, c *manager.Cache[cm, cmList])
+		outage         func(t *testing.T, r *resource, m *manager.Manager, c *manager.Cache[cm])
 		notSyncedFirst bool
 		wantErrors     int
 		want           []string
 	}{{
 		name:           "the resource is not served yet at the first list",
 		notSyncedFirst: true,
-		outage: func(t *testing.T, r *resource, m *manager.Manager, c *manager.Cache[cm, cmList]) {
+		outage: func(t *testing.T, r *resource, m *manager.Manager, c *manager.Cache[cm]) {
 			wantNotServed(t, m, c)
 			r.install()
 			wantServed(t, m, c)
@@ -314,7 +314,7 @@ func TestResourceOutagesComeAndGo(t *testing.T) {
 		want:       []string{"a/one"},
 	}, {
 		name: "deleted and installed twice",
-		outage: func(t *testing.T, r *resource, m *manager.Manager, c *manager.Cache[cm, cmList]) {
+		outage: func(t *testing.T, r *resource, m *manager.Manager, c *manager.Cache[cm]) {
 			for i := range 2 {
 				r.remove()
 				wantNotServed(t, m, c)
@@ -327,7 +327,7 @@ func TestResourceOutagesComeAndGo(t *testing.T) {
 		want:       []string{"a/after-1"},
 	}, {
 		name: "the CRD is established before its resource is served",
-		outage: func(t *testing.T, r *resource, m *manager.Manager, c *manager.Cache[cm, cmList]) {
+		outage: func(t *testing.T, r *resource, m *manager.Manager, c *manager.Cache[cm]) {
 			r.remove()
 			wantNotServed(t, m, c)
 			before := r.requests()
@@ -375,15 +375,15 @@ func TestResourceOutagesComeAndGo(t *testing.T) {
 func TestACacheWaitingForItsResourceStops(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		stop func(t *testing.T, r *running, c *manager.Cache[cm, cmList])
+		stop func(t *testing.T, r *running, c *manager.Cache[cm])
 	}{{
 		name: "its last handle released",
-		stop: func(t *testing.T, _ *running, c *manager.Cache[cm, cmList]) {
+		stop: func(t *testing.T, _ *running, c *manager.Cache[cm]) {
 			receive(t, c.Release(), "the released cache stops")
 		},
 	}, {
 		name: "the manager stopped",
-		stop: func(t *testing.T, r *running, _ *manager.Cache[cm, cmList]) {
+		stop: func(t *testing.T, r *running, _ *manager.Cache[cm]) {
 			if err := r.stop(t); err != nil {
 				t.Errorf("Run = %v", err)
 			}
@@ -435,7 +435,7 @@ func TestConcurrentAcquiresDuringAnOutage(t *testing.T) {
 	lists := r.objs.ListCalls()
 
 	const acquirers = 10
-	handles := make([]*manager.Cache[cm, cmList], acquirers)
+	handles := make([]*manager.Cache[cm], acquirers)
 	errs := make([]error, acquirers)
 	var wg sync.WaitGroup
 	for i := range acquirers {

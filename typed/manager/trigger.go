@@ -61,7 +61,7 @@ func Channel(keys <-chan string) Trigger {
 // loopContextKey is the key of the Loop in the contexts of its reconciles.
 type loopContextKey struct{}
 
-// enqueuer is what Enqueue finds in a reconcile's context: a *Loop[T, L].
+// enqueuer is what Enqueue finds in a reconcile's context: a *Loop[T].
 type enqueuer interface {
 	Enqueue(key string) error
 }
@@ -91,21 +91,20 @@ func Enqueue(ctx context.Context, key string) error {
 // It returns an error wrapping typed.ErrNilArgument for a nil l, ErrInvalidKey for a key
 // that names nothing l reconciles (see ErrInvalidKey), and ErrStopped once the Manager is
 // shutting down: no term of leadership starts then, so the key would never be reconciled.
-func (l *Loop[T, L]) Enqueue(key string) error {
+func (l *Loop[T]) Enqueue(key string) error {
 	if l == nil {
 		return fmt.Errorf("%w: Enqueue's loop", typed.ErrNilArgument)
 	}
 	if _, name := event.SplitKey(key); name == "" {
 		return fmt.Errorf("%w: %q names no object", ErrInvalidKey, key)
 	}
-	i, err := l.member(key)
-	if err != nil {
+	if err := l.admits(key); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrInvalidKey, key, err)
 	}
 	if l.cache.m.stopping() {
 		return errShuttingDown
 	}
-	l.loops[i].Enqueue(key)
+	l.loop.Enqueue(key)
 	return nil
 }
 
@@ -113,7 +112,7 @@ func (l *Loop[T, L]) Enqueue(key string) error {
 // replica leads, as l runs. The keys it enqueues are reconciled by l, as Loop.Enqueue's
 // are. It returns an error wrapping typed.ErrNilArgument for a nil l or t, and ErrStopped
 // once the Manager is stopping.
-func (l *Loop[T, L]) AddTrigger(name string, t Trigger) error {
+func (l *Loop[T]) AddTrigger(name string, t Trigger) error {
 	switch {
 	case l == nil:
 		return fmt.Errorf("%w: AddTrigger's loop", typed.ErrNilArgument)
@@ -139,32 +138,31 @@ var errWrongScope = errors.New("wrong scope")
 // returns it is seen as interrupted by the shutdown, not as a failure.
 var errShuttingDown = fmt.Errorf("%w: %w", ErrStopped, context.Canceled)
 
-// member returns the index of the member of l's cache, and of the typed.Loop, that keys
-// of namespace ns belong to, or why they are not l's: a key of the wrong scope would be
-// reconciled as deleted, its object never being in the cache under it.
-func (l *Loop[T, L]) member(key string) (int, error) {
+// admits returns nil for a key that can name an object of l's cache, else why not: a key
+// of the wrong scope would be reconciled as deleted, its object never being in the cache
+// under it, and one of another namespace names nothing l reconciles.
+func (l *Loop[T]) admits(key string) error {
 	ns, _ := event.SplitKey(key)
 	switch c := l.cache; {
 	case c.clusterScoped && ns != "":
-		return -1, fmt.Errorf("%w: it has a namespace, and loop %q reconciles a cluster-scoped kind", errWrongScope, l.needs.name)
+		return fmt.Errorf("%w: it has a namespace, and loop %q reconciles a cluster-scoped kind", errWrongScope, l.needs.name)
 	case !c.clusterScoped && ns == "":
 		// A Source of a cluster-scoped kind not declared ClusterScoped caches its objects
 		// under names alone: such a key of a live object is the Loop's.
 		if _, live := c.Get(key); live && len(c.members) == 1 {
-			return 0, nil
+			return nil
 		}
-		return -1, fmt.Errorf("%w: it has no namespace, and loop %q reconciles a namespaced kind (declare its Source ClusterScoped if it is not)", errWrongScope, l.needs.name)
+		return fmt.Errorf("%w: it has no namespace, and loop %q reconciles a namespaced kind (declare its Source ClusterScoped if it is not)", errWrongScope, l.needs.name)
 	case len(c.members) == 1 && c.members[0].namespace == "":
-		return 0, nil // all namespaces, or a cluster-scoped resource
+		return nil // all namespaces, or a cluster-scoped resource
 	}
-	i := slices.IndexFunc(l.cache.members, func(mb member[T, L]) bool { return mb.namespace == ns })
-	if i < 0 {
-		return -1, fmt.Errorf("it is outside the namespaces of loop %q", l.needs.name)
+	if !slices.ContainsFunc(l.cache.members, func(mb member[T]) bool { return mb.namespace == ns }) {
+		return fmt.Errorf("it is outside the namespaces of loop %q", l.needs.name)
 	}
-	return i, nil
+	return nil
 }
 
 // withLoop returns ctx carrying l, for Enqueue.
-func (l *Loop[T, L]) withLoop(ctx context.Context) context.Context {
+func (l *Loop[T]) withLoop(ctx context.Context) context.Context {
 	return context.WithValue(ctx, loopContextKey{}, enqueuer(l))
 }

@@ -72,16 +72,16 @@ func TestEnqueueReconcilesAKey(t *testing.T) {
 		name       string
 		namespaces []string
 		// before runs before the Manager; during once the initial keys are reconciled.
-		before, during func(t *testing.T, l *manager.Loop[cm, cmList])
+		before, during func(t *testing.T, l *manager.Loop[cm])
 		hook           func(ctx context.Context, req typed.Request[cm])
 		want           []string
 	}{{
 		name:   "a key enqueued from outside while the loop runs",
-		during: func(t *testing.T, l *manager.Loop[cm, cmList]) { enqueue(t, l, "a/one") },
+		during: func(t *testing.T, l *manager.Loop[cm]) { enqueue(t, l, "a/one") },
 		want:   []string{"a/one", "a/one", "a/two", "b/three"},
 	}, {
 		name:   "a key of an object not in the cache, reconciled as gone",
-		during: func(t *testing.T, l *manager.Loop[cm, cmList]) { enqueue(t, l, "a/ghost") },
+		during: func(t *testing.T, l *manager.Loop[cm]) { enqueue(t, l, "a/ghost") },
 		want:   []string{"a/ghost (gone)", "a/one", "a/two", "b/three"},
 	}, {
 		name: "a key enqueued by a reconciler, through its context",
@@ -97,12 +97,12 @@ func TestEnqueueReconcilesAKey(t *testing.T) {
 		want: []string{"a/asked-for (gone)", "a/one", "a/two", "b/three"},
 	}, {
 		name:   "a key enqueued before the manager runs waits for the loop",
-		before: func(t *testing.T, l *manager.Loop[cm, cmList]) { enqueue(t, l, "b/ghost") },
+		before: func(t *testing.T, l *manager.Loop[cm]) { enqueue(t, l, "b/ghost") },
 		want:   []string{"a/one", "a/two", "b/ghost (gone)", "b/three"},
 	}, {
 		name:       "a key of a cache of several namespaces, by its namespace's loop only",
 		namespaces: []string{"a", "b"},
-		during:     func(t *testing.T, l *manager.Loop[cm, cmList]) { enqueue(t, l, "b/three") },
+		during:     func(t *testing.T, l *manager.Loop[cm]) { enqueue(t, l, "b/three") },
 		want:       []string{"a/one", "a/two", "b/three", "b/three"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,7 +141,7 @@ func TestEnqueueReconcilesAKey(t *testing.T) {
 	}
 }
 
-func enqueue(t *testing.T, l *manager.Loop[cm, cmList], key string) {
+func enqueue(t *testing.T, l *manager.Loop[cm], key string) {
 	t.Helper()
 	if err := l.Enqueue(key); err != nil {
 		t.Fatalf("Enqueue(%q): %v", key, err)
@@ -274,7 +274,7 @@ func TestEnqueueAndTriggersRejectBadInput(t *testing.T) {
 	if err := stopped.Run(ended); err != nil {
 		t.Fatal(err)
 	}
-	var nilLoop *manager.Loop[cm, cmList]
+	var nilLoop *manager.Loop[cm]
 	var nilContext context.Context
 	for _, tc := range []struct {
 		name string
