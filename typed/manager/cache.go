@@ -158,7 +158,7 @@ type Cache[T event.Object] struct {
 	m             *Manager
 	name          string
 	members       []member[T] // sorted by namespace
-	clusterScoped bool           // its Source's: keys have no namespace
+	clusterScoped bool        // its Source's: keys have no namespace
 
 	released    atomic.Bool
 	releaseOnce sync.Once
