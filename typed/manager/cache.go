@@ -100,6 +100,7 @@ func mergeCacheOptions[T event.Object](opts []CacheOptions[T]) CacheOptions[T] {
 type cacheKey struct {
 	object, list goreflect.Type
 	resource     string
+	subset       string
 	namespace    string // "" for all namespaces
 	labels       string
 	fields       string
@@ -110,6 +111,9 @@ type cacheKey struct {
 func (k cacheKey) String() string {
 	var b strings.Builder
 	b.WriteString(cmp.Or(k.resource, k.object.String()))
+	if k.subset != "" {
+		fmt.Fprintf(&b, " subset=%q", k.subset)
+	}
 	if k.namespace != "" {
 		fmt.Fprintf(&b, " namespace=%s", k.namespace)
 	}
@@ -184,7 +188,8 @@ type shared[T event.Object] interface {
 }
 
 // Acquire returns a handle on the cache of src's objects that opts select, shared with
-// every other holder of the same (T, L, Source.Resource, namespace, selectors, transform):
+// every other holder of the same (T, L, Source.Resource, Source.Subset, namespace,
+// selectors, transform):
 // one list+watch and one cache for all of them. A cache starts when it is first acquired
 // while m runs, or when m starts; it stops, leaving no goroutine, when its last handle is
 // released, and in any case when m stops. Both type arguments are inferred from src:
@@ -230,6 +235,7 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 		object:    goreflect.TypeFor[T](),
 		list:      goreflect.TypeFor[L](),
 		resource:  src.Resource,
+		subset:    src.Subset,
 		transform: o.TransformName,
 	}
 	if o.LabelSelector != nil {

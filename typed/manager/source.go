@@ -19,7 +19,7 @@ import (
 // connection and starts nothing.
 //
 // Two caches share one watch when they have the same object type T, list type L,
-// Resource, namespace and selectors (see CacheOptions), whichever Source values they were
+// Resource, Subset, namespace and selectors (see CacheOptions), whichever Source values they were
 // acquired with: the first Acquire's Source makes the ListerWatcher.
 type Source[T event.Object, L reflect.List] struct {
 	// Resource names the resource when the Go type T does not: *unstructured.Unstructured
@@ -31,6 +31,11 @@ type Source[T event.Object, L reflect.List] struct {
 	// Options.CustomResourceDefinitions). Dynamic sets it; set it on the Source of a custom
 	// resource's generated client. It is not part of the sharing key.
 	GroupVersionResource schema.GroupVersionResource
+	// Subset, when set, names the part of the resource's objects that ListerWatcher gives,
+	// for a ListerWatcher that selects some of them by itself (a shard's, see
+	// shard.Filter). It is part of the sharing key: caches of one subset share a watch,
+	// caches of two never do.
+	Subset string
 	// ClusterScoped is true for resources without namespaces (Nodes, CRDs): their caches
 	// take no namespaces.
 	ClusterScoped bool
