@@ -56,9 +56,9 @@ type Options struct {
 // caches it reads, which may be read while it runs.
 type Operator struct {
 	*manager.Manager
-	Websites    *manager.Cache[*Website, *typed.List[*Website]]
-	Deployments *manager.Cache[*appsv1.Deployment, *appsv1.DeploymentList]
-	ConfigMaps  *manager.Cache[*corev1.ConfigMap, *corev1.ConfigMapList]
+	Websites    *manager.Cache[*Website]
+	Deployments *manager.Cache[*appsv1.Deployment]
+	ConfigMaps  *manager.Cache[*corev1.ConfigMap]
 }
 
 // New returns a replica of the operator that talks to the cluster through cs and dyn
