@@ -6,8 +6,9 @@
 //     *metav1.PartialObjectMetadata) are all ListerWatchers. Selectors narrows any of them.
 //   - StripManagedFields, a ready transform that drops managedFields before objects are
 //     cached, which is most of many objects' size.
-//   - Loop: a level-driven reconciler with client-go's rate limiters. Events enqueue the
-//     keys the controller computed; N workers reconcile them; a worker gets the freshest
+//   - Loop: a level-driven reconciler with client-go's rate limiters, over any Source[T]
+//     (a handler registration and Get: a controller.Controller, a manager.Cache of one
+//     namespace or several, a shard's cache). Events enqueue the keys the source computed; N workers reconcile them; a worker gets the freshest
 //     cached object, or for a deleted object a not-found request carrying its last known
 //     state; a reconcile returns done, requeue-after, an error (retried with capped
 //     exponential backoff, never given up on unless Options.MaxRetries sets a cap) or a
@@ -25,7 +26,7 @@
 //     ResourceVersionChanged, And, Or, Not). They are the trailing arguments of NewLoop
 //     and Related rather than a field of Options: Options is not generic, and making it
 //     generic would make every caller spell the object type that NewLoop infers from
-//     the controller. A deletion they filter out still gives its last state to a
+//     its source and reconciler. A deletion they filter out still gives its last state to a
 //     reconcile of the key that is due anyway, and is kept no longer than that.
 //   - Related: events of a secondary kind mapped to primary keys, with OwnerKeys (owner
 //     references) as the ready mapping.

@@ -17,14 +17,21 @@
 //
 // A scope of several namespaces is one controller per namespace, each shared with every
 // other cache of that namespace, behind a handle that reads them as one store (Get, List,
-// ByIndex) and calls a handler one event at a time. Objects are shared: never modify one.
+// ByIndex, and ByIndexIn for one namespace) and calls a handler one event at a time,
+// with one controller.Registration for all. Objects are shared: never modify one.
+//
+// The registry is the process's: sharded loops (package shard) acquire their shards'
+// caches from it too, a shard's selector being part of the key (Source.Subset), so one
+// (type, scope, selectors, transform) is one watch in the whole process.
 //
 // Go has no generic methods, so the Manager is one untyped registry and the typed entry
 // points are functions: Acquire, NewLoop, Related. Their type arguments are inferred from
 // the Source, which is written once per resource; only Namespaced and ClusterScoped name
-// the object type, and they infer the list type from the client. A handle carries the
-// list type too (Cache[T]) because typed.Loop and typed.Related need the controller's
-// exact type, and a handle is usually a local variable, so nobody writes it.
+// the object type, and they infer the list type from the client. A handle names the
+// object type only (Cache[T], Loop[T], Builder[T]): the list type stays in the Source,
+// which makes the ListerWatchers, and a Cache is a typed.Source[T] (handler registration
+// and Get), all that typed.Loop and typed.Related consume. Owns and Watches take cache
+// options through Source.With, indexes included.
 //
 // A transform is a function, which Go cannot compare: CacheOptions.TransformName
 // identifies it, and a cache whose transform has no name is shared with nobody. Indexes
@@ -49,8 +56,8 @@
 //
 // The cache keeps its one controller throughout, holding its requests while the
 // resource is not served, rather than stopping it and starting another: a
-// controller.Controller runs once, and a typed.Loop and typed.Related are bound to their
-// controllers, so a new controller would drop the loops' queues and need every handler
+// controller.Controller runs once, and a typed.Loop and typed.Related are bound to the
+// handlers they registered, so a new controller would drop the loops' queues and need every handler
 // and loop registered again, while a relist on the same controller delivers the new
 // objects as additions, and as deletions any that vanished unseen. Its Run context is
 // cancelled only when the cache stops: on its last Release, or when the Manager stops,

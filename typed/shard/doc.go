@@ -40,8 +40,10 @@
 // cache is simply gone (DESIGN 17). An object never leaves a shard by itself, since its
 // UID and namespace never change.
 //
-// Each shard's cache is a list and a watch of its own: a replica holding k shards opens
-// k watches, each of 1/S of the objects when the server filters. When it does not (gate
+// Each shard's cache is a list and a watch of its own, acquired from the Manager's shared
+// caches with the shard's selector in its key: every Loop of the kind on the same Sharder
+// reads the same one, and a Related cache of all objects (ByUID) is the Manager's own. A
+// replica holding k shards opens k watches, each of 1/S of the objects when the server filters. When it does not (gate
 // off), each watch receives every object and the client drops the others, so a replica
 // receives k times what one unsharded watch would: turn the gate on, or use few shards.
 package shard
