@@ -11,7 +11,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 )
 
 // A typed controller over ConfigMaps. In production the ListerWatcher is
@@ -91,7 +91,7 @@ func Example_options() {
 		Indexers: eventcache.Indexers[*corev1.ConfigMap]{
 			"team": func(cm *corev1.ConfigMap) ([]string, error) { return []string{cm.Labels["team"]}, nil },
 		},
-		Transform: typed.StripManagedFields[*corev1.ConfigMap],
+		Transform: client.StripManagedFields[*corev1.ConfigMap],
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})

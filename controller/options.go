@@ -54,7 +54,7 @@ type Options[T event.Object] struct {
 	// typed-nil one included).
 	Clock clock.WithTicker
 	// ListOptions, when set, adjusts the options of every list and watch request, for
-	// example to set a label or field selector (typed.Selectors). A panic in it fails the
+	// example to set a label or field selector (client.Selectors). A panic in it fails the
 	// request, which is reported and retried (reflect.ErrCallbackPanicked).
 	ListOptions func(*metav1.ListOptions)
 	// OnError receives every error the controller reports: list and watch failures,
@@ -76,7 +76,7 @@ type Options[T event.Object] struct {
 	// fails or panics on is reported and skipped.
 	KeyFunc event.KeyFunc[T]
 	// Transform, when set, is applied to every object before it is cached, for example
-	// typed.StripManagedFields to save memory. An object it fails or panics on is
+	// client.StripManagedFields to save memory. An object it fails or panics on is
 	// reported and skipped.
 	Transform func(T) (T, error)
 	// Indexers are secondary indexes of the known objects, by name, queried with

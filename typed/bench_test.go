@@ -12,7 +12,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 )
 
 // benchObjects is how many ConfigMaps BenchmarkStripManagedFieldsMemory caches.
@@ -81,7 +81,7 @@ func benchCacheHeap(b *testing.B, src *fake.ListerWatcher[*corev1.ConfigMap, *co
 }
 
 // BenchmarkStripManagedFieldsMemory measures the heap a controller's cache of 10,000
-// ConfigMaps takes with and without typed.StripManagedFields as its transform, over
+// ConfigMaps takes with and without client.StripManagedFields as its transform, over
 // controller/fake. It reports
 //
 //   - heap-MB: HeapInuse after the sync minus before, each after a GC; this
@@ -104,7 +104,7 @@ func BenchmarkStripManagedFieldsMemory(b *testing.B) {
 		opts controller.Options[*corev1.ConfigMap]
 	}{
 		{"transform=none", controller.Options[*corev1.ConfigMap]{}},
-		{"transform=strip", controller.Options[*corev1.ConfigMap]{Transform: typed.StripManagedFields[*corev1.ConfigMap]}},
+		{"transform=strip", controller.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var inUse, live, runs int64

@@ -1,11 +1,9 @@
-// Package typed builds codegen-free typed controllers on top of package controller:
+// Package typed is the reconcile contract and its loop, on top of package controller:
+// Request, Result, Reconciler and Terminal; the Loop over any Source; Predicates and
+// Related. Its neighbours hold the rest: typed/client (codegen-free sources),
+// typed/write (status, owned objects, finalizers, Events), typed/manager (shared caches,
+// the builder, leader election for loops) and typed/shard (sharding across replicas).
 //
-//   - Sources: a generated clientset's typed client (clientset.CoreV1().Pods(ns)), the
-//     dynamic client (as *unstructured.Unstructured, or converted to your own Go struct
-//     with FromDynamic and List, with no code generation), and the metadata client (as
-//     *metav1.PartialObjectMetadata) are all ListerWatchers. Selectors narrows any of them.
-//   - StripManagedFields, a ready transform that drops managedFields before objects are
-//     cached, which is most of many objects' size.
 //   - Loop: a level-driven reconciler with client-go's rate limiters, over any Source[T]
 //     (a handler registration and Get: a controller.Controller, a manager.Cache of one
 //     namespace or several, a shard's cache). Events enqueue the keys the source computed; N workers reconcile them; a worker gets the freshest

@@ -28,6 +28,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 )
 
 // runUntilCleanup runs c and l until the test ends, with ctx as their context, waits
@@ -674,7 +675,7 @@ func TestRunsEndForgetsTheFailuresItCountedInAGivenRateLimiter(t *testing.T) {
 }
 
 func TestFromDynamicOverANilClientFailsToRunWithAClearError(t *testing.T) {
-	c := controller.New[*corev1.ConfigMap, *typed.List[*corev1.ConfigMap]](typed.FromDynamic[*corev1.ConfigMap](nil))
+	c := controller.New[*corev1.ConfigMap, *client.List[*corev1.ConfigMap]](client.FromDynamic[*corev1.ConfigMap](nil))
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	if err := c.Run(ctx); !errors.Is(err, controller.ErrNilListerWatcher) {

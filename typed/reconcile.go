@@ -81,10 +81,10 @@ func IsTerminal(err error) bool {
 // Options.MaxRetries times in a row; the key is then dropped until its next event.
 var ErrRetriesExhausted = errors.New("retries exhausted")
 
-// ErrNilArgument is returned, wrapped with what was nil, by Run for a Loop made with a nil
-// source or reconciler, or related to a nil source or mapping, and by RunAll for
-// a nil function.
-var ErrNilArgument = errors.New("nil argument")
+// ErrNilArgument is controller.ErrNilArgument: Run returns it, wrapped with what was nil,
+// for a Loop made with a nil source or reconciler, or related to a nil source or mapping,
+// and RunAll for a nil function.
+var ErrNilArgument = controller.ErrNilArgument
 
 // ErrLoopRunning is returned by Run when the Loop is already running: two Runs would
 // reconcile one key on two goroutines at once.

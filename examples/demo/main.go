@@ -38,7 +38,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/examples/website"
 	"github.com/typedinformer/typedinformer/internal/demo/democluster"
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
@@ -164,7 +164,7 @@ func demo(ctx context.Context, s settings) (err error) {
 		}()
 	}
 
-	sh := &show{s: s, ns: ns.Name, cs: cs, websites: typed.FromDynamicNamespaced[*website.Website](dyn.Resource(website.Resource)),
+	sh := &show{s: s, ns: ns.Name, cs: cs, websites: client.FromDynamicNamespaced[*website.Website](dyn.Resource(website.Resource)),
 		dyn: dyn.Resource(website.Resource).Namespace(ns.Name)}
 	defer func() { err = errors.Join(err, sh.stopAll()) }()
 	if !cl.Local {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/examples/website"
 	"github.com/typedinformer/typedinformer/internal/demo/democluster"
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 )
 
 // show is the demo's state: the cluster's clients, the replicas, and what each step took.
@@ -31,7 +31,7 @@ type show struct {
 	s        settings
 	ns       string
 	cs       kubernetes.Interface
-	websites func(namespace string) *typed.Dynamic[*website.Website]
+	websites func(namespace string) *client.Dynamic[*website.Website]
 	dyn      dynamic.ResourceInterface
 
 	replicas []*replica

@@ -8,6 +8,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,13 +21,13 @@ import (
 // Mirror runs the controller in namespace ns until ctx ends.
 func Mirror(ctx context.Context, cs kubernetes.Interface, ns string) error {
 	configMaps := controller.New(cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{
-		ListOptions: typed.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)})
+		ListOptions: client.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)})
 	secrets := controller.New[*corev1.Secret, *corev1.SecretList](cs.CoreV1().Secrets(ns))
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			if req.Deleted { // deleted, or no longer labelled: remove the copy
 				err := cs.CoreV1().Secrets(req.Namespace).Delete(ctx, req.Name, metav1.DeleteOptions{})
-				return typed.Result{}, client(err)
+				return typed.Result{}, settle(err)
 			}
 			data := map[string][]byte{}
 			for k, v := range req.Object.Data {
@@ -42,15 +43,15 @@ func Mirror(ctx context.Context, cs kubernetes.Interface, ns string) error {
 			if apierrors.IsAlreadyExists(err) {
 				_, err = cs.CoreV1().Secrets(req.Namespace).Update(ctx, want, metav1.UpdateOptions{})
 			}
-			return typed.Result{}, client(err)
+			return typed.Result{}, settle(err)
 		}), typed.Options{Workers: 2})
 	// A copy edited or deleted by someone else is put back.
 	typed.Related(loop, secrets, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}, meta.RESTScopeNamespace))
 	return typed.RunAll(ctx, configMaps.Run, secrets.Run, loop.Run)
 }
 
-// client ignores NotFound (already gone) and does not retry invalid requests.
-func client(err error) error {
+// settle ignores NotFound (already gone) and does not retry invalid requests.
+func settle(err error) error {
 	if apierrors.IsInvalid(err) {
 		return typed.Terminal(err)
 	} else if apierrors.IsNotFound(err) {

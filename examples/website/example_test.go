@@ -15,7 +15,9 @@ import (
 
 	"github.com/typedinformer/typedinformer/examples/website"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/manager"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // A controller of Websites that owns their Deployments, wired with the manager and its
@@ -32,11 +34,11 @@ func Example_builder() {
 	m := manager.New(manager.Options{HealthProbeAddress: ":8081", LeaderElection: &typed.LeaderElection{
 		Client: cs.CoordinationV1(), Namespace: "default", Name: "website-operator", Identity: os.Getenv("POD_NAME")}})
 
-	websites := typed.FromDynamicNamespaced[*website.Website](dyn.Resource(website.Resource)) // a CRD's Go struct, no codegen
+	websites := client.FromDynamicNamespaced[*website.Website](dyn.Resource(website.Resource)) // a CRD's Go struct, no codegen
 	b := manager.For(m, manager.Namespaced[*website.Website](websites)).
 		WithKind(website.Kind).WithPredicates(typed.GenerationChanged) // status writes do not reconcile
 	deployments := manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments))
-	owned := typed.NewOwned[*website.Website](cs.AppsV1().Deployments, website.Kind).WithCache(deployments)
+	owned := write.NewOwned[*website.Website](cs.AppsV1().Deployments, website.Kind).WithCache(deployments)
 	_, err = b.Complete(typed.ReconcilerFunc[*website.Website](func(ctx context.Context, req typed.Request[*website.Website]) (typed.Result, error) {
 		if req.Deleted {
 			return typed.Result{}, nil // the garbage collector deletes the Deployment

@@ -26,7 +26,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/manager"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 const (
@@ -65,14 +67,14 @@ type Operator struct {
 // (kubernetes.NewForConfig's and dynamic.NewForConfig's). Run runs it until its context
 // ends: the caches always, the reconciler while it leads.
 func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operator, error) {
-	recorder, err := typed.NewRecorder(cs, Component)
+	recorder, err := write.NewRecorder(cs, Component)
 	if err != nil {
 		return nil, err
 	}
 	le := opts.LeaderElection
 	le.Client, le.Namespace, le.Name = cs.CoordinationV1(), cmp.Or(opts.Namespace, "default"), Component
 	m := manager.New(manager.Options{HealthProbeAddress: opts.HealthProbeAddress, LeaderElection: &le})
-	websites := typed.FromDynamicNamespaced[*Website](dyn.Resource(Resource))
+	websites := client.FromDynamicNamespaced[*Website](dyn.Resource(Resource))
 
 	// The wiring: Websites are reconciled when their spec changes (not on status writes),
 	// and when a Deployment or ConfigMap they control changes.
@@ -82,10 +84,10 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 		Deployments: manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments)),
 		ConfigMaps:  manager.Owns(b, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps))}
 	r := &reconciler{o: o, cs: cs, recorder: recorder,
-		status:      typed.NewStatusWriter(websites, func(w *Website) *WebsiteStatus { return &w.Status }),
-		deployments: typed.NewOwned[*Website](cs.AppsV1().Deployments, Kind).WithCache(o.Deployments),
-		configMaps:  typed.NewOwned[*Website](cs.CoreV1().ConfigMaps, Kind).WithCache(o.ConfigMaps)}
-	r.finalizer = typed.NewFinalizer(websites, Finalizer, r.cleanup)
+		status:      write.NewStatusWriter(websites, func(w *Website) *WebsiteStatus { return &w.Status }),
+		deployments: write.NewOwned[*Website](cs.AppsV1().Deployments, Kind).WithCache(o.Deployments),
+		configMaps:  write.NewOwned[*Website](cs.CoreV1().ConfigMaps, Kind).WithCache(o.ConfigMaps)}
+	r.finalizer = write.NewFinalizer(websites, Finalizer, r.cleanup)
 	_, err = b.Complete(r)
 	if err = errors.Join(err, m.Add("events", manager.EveryReplica(recorder))); err != nil {
 		return nil, err
@@ -96,11 +98,11 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 type reconciler struct {
 	o           *Operator
 	cs          kubernetes.Interface
-	recorder    *typed.Recorder
-	status      *typed.StatusWriter[*Website, WebsiteStatus]
-	deployments *typed.Owned[*Website, *appsv1.Deployment]
-	configMaps  *typed.Owned[*Website, *corev1.ConfigMap]
-	finalizer   *typed.Finalizer[*Website]
+	recorder    *write.Recorder
+	status      *write.StatusWriter[*Website, WebsiteStatus]
+	deployments *write.Owned[*Website, *appsv1.Deployment]
+	configMaps  *write.Owned[*Website, *corev1.ConfigMap]
+	finalizer   *write.Finalizer[*Website]
 }
 
 // Reconcile makes a Website's ConfigMap, Deployment and status what its spec says.
@@ -151,12 +153,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req typed.Request[*Website])
 
 // record records an Event for what CreateOrUpdate did to w's object of kind, and returns
 // its error. Events of one kind and action form a series, so each kind has its action.
-func (r *reconciler) record(w *Website, kind string, change typed.Change, err error) error {
+func (r *reconciler) record(w *Website, kind string, change write.Change, err error) error {
 	switch action := "Apply" + kind; {
 	case err != nil:
 		r.recorder.Eventf(w, nil, corev1.EventTypeWarning, "Failed", action, "%s %s: %v", kind, w.Name, err)
-	case change != typed.Unchanged:
-		reason := map[typed.Change]string{typed.Created: "Created", typed.Updated: "Updated"}[change]
+	case change != write.Unchanged:
+		reason := map[write.Change]string{write.Created: "Created", write.Updated: "Updated"}[change]
 		r.recorder.Eventf(w, nil, corev1.EventTypeNormal, reason, action, "%s %s %s", reason, kind, w.Name)
 	}
 	return err
@@ -176,7 +178,7 @@ func (r *reconciler) cleanup(ctx context.Context, w *Website) error {
 func deleteControlled[T metav1.Object](ctx context.Context, c interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
-}, w *Website, recorder *typed.Recorder, kind string) error {
+}, w *Website, recorder *write.Recorder, kind string) error {
 	obj, err := c.Get(ctx, w.Name, metav1.GetOptions{})
 	if err == nil && metav1.IsControlledBy(obj, w) {
 		if err = c.Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))}); err == nil {

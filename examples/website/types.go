@@ -7,7 +7,7 @@ import (
 )
 
 // Kind is the Website's API group, version and kind, and Resource its resource: the
-// operator names them once, for its owner references (typed.NewOwned), its wiring
+// operator names them once, for its owner references (write.NewOwned), its wiring
 // (manager.Builder.WithKind) and the dynamic client.
 var (
 	Kind     = schema.GroupVersionKind{Group: "examples.typedinformer.io", Version: "v1", Kind: "Website"}

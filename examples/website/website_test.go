@@ -29,6 +29,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/examples/website"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
@@ -40,7 +41,7 @@ const waitTimeout = 60 * time.Second
 type cluster struct {
 	config   *rest.Config
 	cs       kubernetes.Interface
-	websites func(namespace string) *typed.Dynamic[*website.Website]
+	websites func(namespace string) *client.Dynamic[*website.Website]
 }
 
 // TestWebsiteOperator runs the Website operator against a real kube-apiserver and etcd
@@ -61,7 +62,7 @@ func TestWebsiteOperator(t *testing.T) {
 		})
 	})
 	c := &cluster{config: env.AdminConfig(), cs: kubernetes.NewForConfigOrDie(env.AdminConfig())}
-	c.websites = typed.FromDynamicNamespaced[*website.Website](dynamic.NewForConfigOrDie(env.AdminConfig()).Resource(website.Resource))
+	c.websites = client.FromDynamicNamespaced[*website.Website](dynamic.NewForConfigOrDie(env.AdminConfig()).Resource(website.Resource))
 
 	t.Run("a created Website gets its ConfigMap, Deployment, finalizer, status and Events", func(t *testing.T) {
 		ns := c.namespace(t)

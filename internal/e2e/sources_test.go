@@ -28,6 +28,7 @@ import (
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 )
 
 // convergeStore waits until s holds exactly what a fresh list returns, with each object
@@ -78,7 +79,7 @@ func TestSources(t *testing.T) {
 			t.Fatal(err)
 		}
 		selector := labels.SelectorFromSet(web)
-		c := controller.New(pods, controller.Options[*corev1.Pod]{ListOptions: typed.Selectors(selector, nil)})
+		c := controller.New(pods, controller.Options[*corev1.Pod]{ListOptions: client.Selectors(selector, nil)})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*corev1.Pod, error) {
 			return listed[*corev1.Pod](pods.List(ctx, metav1.ListOptions{LabelSelector: selector.String()}))
@@ -126,7 +127,7 @@ func TestSources(t *testing.T) {
 			}
 		}
 		selector := fields.OneTermEqualSelector("metadata.name", "target")
-		c := controller.New(cms, controller.Options[*corev1.ConfigMap]{ListOptions: typed.Selectors(nil, selector)})
+		c := controller.New(cms, controller.Options[*corev1.ConfigMap]{ListOptions: client.Selectors(nil, selector)})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*corev1.ConfigMap, error) {
 			return listed[*corev1.ConfigMap](cms.List(ctx, metav1.ListOptions{FieldSelector: selector.String()}))
@@ -177,7 +178,7 @@ func TestSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := controller.New(deployments, controller.Options[*appsv1.Deployment]{ListOptions: typed.Selectors(selector, nil)})
+		c := controller.New(deployments, controller.Options[*appsv1.Deployment]{ListOptions: client.Selectors(selector, nil)})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*appsv1.Deployment, error) {
 			return listed[*appsv1.Deployment](deployments.List(ctx, metav1.ListOptions{LabelSelector: selector.String()}))
@@ -211,7 +212,7 @@ func TestSources(t *testing.T) {
 		}
 		meta := admin.meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns)
 		selector := labels.SelectorFromSet(labels.Set{"team": "red"})
-		c := controller.New(meta, controller.Options[*metav1.PartialObjectMetadata]{ListOptions: typed.Selectors(selector, nil)})
+		c := controller.New(meta, controller.Options[*metav1.PartialObjectMetadata]{ListOptions: client.Selectors(selector, nil)})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*metav1.PartialObjectMetadata, error) {
 			return listed[*metav1.PartialObjectMetadata](meta.List(ctx, metav1.ListOptions{LabelSelector: selector.String()}))
@@ -245,7 +246,7 @@ func TestSources(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c := controller.New(typed.FromDynamic[*Widget](widgets), controller.Options[*Widget]{
+		c := controller.New(client.FromDynamic[*Widget](widgets), controller.Options[*Widget]{
 			OnError: func(_ context.Context, err error) {
 				if errors.Is(err, reflect.ErrIncompleteList) || errors.Is(err, reflect.ErrUnexpectedObject) {
 					t.Errorf("conversion: %v", err)
@@ -254,7 +255,7 @@ func TestSources(t *testing.T) {
 		})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*Widget, error) {
-			l, err := typed.FromDynamic[*Widget](widgets).List(ctx, metav1.ListOptions{})
+			l, err := client.FromDynamic[*Widget](widgets).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
 			}
@@ -283,7 +284,7 @@ func TestSources(t *testing.T) {
 	})
 }
 
-// TestDynamicWatchStopEndsItsGoroutine stops a typed.Dynamic watch while an event is
+// TestDynamicWatchStopEndsItsGoroutine stops a client.Dynamic watch while an event is
 // on its way and nobody reads it any more, which is what the reflector does when its
 // context ends or when it gives up on a watch to relist: Stop must end the watch's
 // goroutine.
@@ -295,7 +296,7 @@ func TestDynamicWatchStopEndsItsGoroutine(t *testing.T) {
 	cs, dyn := admin.kube, admin.dyn
 	ctx := context.Background()
 	// Any Go struct with JSON tags will do as the target; a ConfigMap needs no CRD.
-	src := typed.FromDynamic[*corev1.ConfigMap](dyn.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns))
+	src := client.FromDynamic[*corev1.ConfigMap](dyn.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns))
 	listed, err := src.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +327,7 @@ func TestDynamicWatchStopEndsItsGoroutine(t *testing.T) {
 }
 
 // TestStripManagedFieldsTransform runs two controllers over the same ConfigMaps, one
-// with typed.StripManagedFields as its transform: the server sets managedFields on every
+// with client.StripManagedFields as its transform: the server sets managedFields on every
 // object (and server-side apply adds entries), the plain cache keeps them, the other
 // caches the same objects without them.
 func TestStripManagedFieldsTransform(t *testing.T) {
@@ -342,7 +343,7 @@ func TestStripManagedFieldsTransform(t *testing.T) {
 		}
 	}
 	plain := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cms)
-	stripped := controller.New(cms, controller.Options[*corev1.ConfigMap]{Transform: typed.StripManagedFields[*corev1.ConfigMap]})
+	stripped := controller.New(cms, controller.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]})
 	start(t, runAll{plain.Run, stripped.Run})
 
 	check := func(step string, managers int) {

@@ -25,6 +25,8 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // Gadget is the Go type of a second custom resource, installed by installGadgetCRD with
@@ -116,7 +118,7 @@ func installGadgetCRD(t *testing.T, dyn dynamic.Interface) {
 // countingStatus records the outcome of every UpdateStatus made through it: "ok" or the
 // error's reason.
 type countingStatus struct {
-	*typed.Dynamic[*Gadget]
+	*client.Dynamic[*Gadget]
 	log *callLog
 }
 
@@ -128,7 +130,7 @@ func (c countingStatus) UpdateStatus(ctx context.Context, g *Gadget, opts metav1
 
 // recordingPatches records the outcome of every Patch made through it.
 type recordingPatches struct {
-	*typed.Dynamic[*Widget]
+	*client.Dynamic[*Widget]
 	log *callLog
 }
 
@@ -194,7 +196,7 @@ func TestWriteSide(t *testing.T) {
 	_, admin := setUp(t, ns)
 	installWidgetCRD(t, admin.dyn)
 	installGadgetCRD(t, admin.dyn)
-	widgets := typed.FromDynamic[*Widget](admin.dyn.Resource(widgetGVR).Namespace(ns))
+	widgets := client.FromDynamic[*Widget](admin.dyn.Resource(widgetGVR).Namespace(ns))
 	createWidget := func(t *testing.T, name string) *Widget {
 		t.Helper()
 		w, err := widgets.Create(timeout(t), &Widget{TypeMeta: metav1.TypeMeta{APIVersion: widgetKind.GroupVersion().String(), Kind: "Widget"},
@@ -208,13 +210,13 @@ func TestWriteSide(t *testing.T) {
 	const finalizer = "e2e.typedinformer.io/cleanup"
 	t.Run("FinalizerCleansUpBeforeAWidgetGoesAlsoWhenDeletedWhileNoLoopRan", func(t *testing.T) {
 		cleaned := make(chan string, 10)
-		fin := typed.NewFinalizer(typed.FromDynamicNamespaced[*Widget](admin.dyn.Resource(widgetGVR)), finalizer,
+		fin := write.NewFinalizer(client.FromDynamicNamespaced[*Widget](admin.dyn.Resource(widgetGVR)), finalizer,
 			func(_ context.Context, w *Widget) error {
 				cleaned <- w.Name
 				return nil
 			})
 		run := func() (stop func()) {
-			c := controller.New(typed.FromDynamic[*Widget](admin.dyn.Resource(widgetGVR).Namespace(ns)), controller.Options[*Widget]{})
+			c := controller.New(client.FromDynamic[*Widget](admin.dyn.Resource(widgetGVR).Namespace(ns)), controller.Options[*Widget]{})
 			loop := typed.NewLoop(c, typed.ReconcilerFunc[*Widget](func(ctx context.Context, req typed.Request[*Widget]) (typed.Result, error) {
 				if deleted, err := fin.Handle(ctx, req); deleted || err != nil {
 					return typed.Result{}, err
@@ -286,8 +288,8 @@ func TestWriteSide(t *testing.T) {
 			t.Fatal(err)
 		}
 		log := &callLog{}
-		recorded := typed.NewFinalizer(func(ns string) recordingPatches {
-			return recordingPatches{typed.FromDynamicNamespaced[*Widget](admin.dyn.Resource(widgetGVR))(ns), log}
+		recorded := write.NewFinalizer(func(ns string) recordingPatches {
+			return recordingPatches{client.FromDynamicNamespaced[*Widget](admin.dyn.Resource(widgetGVR))(ns), log}
 		}, finalizer, func(context.Context, *Widget) error { return nil })
 		if deleted, err := recorded.Handle(timeout(t), typed.Request[*Widget]{Object: stale}); deleted || err != nil {
 			t.Fatalf("Handle of a stale widget = %v, %v; want false, nil", deleted, err)
@@ -301,9 +303,9 @@ func TestWriteSide(t *testing.T) {
 	})
 
 	t.Run("StatusWriterWritesAGadgetsStatusSubresourceOnlyWhenItChanges", func(t *testing.T) {
-		gadgets := typed.FromDynamicNamespaced[*Gadget](admin.dyn.Resource(gadgetGVR))
+		gadgets := client.FromDynamicNamespaced[*Gadget](admin.dyn.Resource(gadgetGVR))
 		log := &callLog{}
-		status := typed.NewStatusWriter(func(ns string) countingStatus { return countingStatus{gadgets(ns), log} },
+		status := write.NewStatusWriter(func(ns string) countingStatus { return countingStatus{gadgets(ns), log} },
 			func(g *Gadget) *GadgetStatus { return &g.Status })
 		created, err := gadgets(ns).Create(timeout(t), &Gadget{TypeMeta: gadgetMeta,
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g1"}, Spec: GadgetSpec{Size: 2}}, metav1.CreateOptions{})
@@ -360,8 +362,8 @@ func TestWriteSide(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = status.Update(timeout(t), written, func(st *GadgetStatus) { st.Note = "too late" })
-		var we *typed.WriteError
-		if !errors.Is(err, typed.ErrGone) || !errors.As(err, &we) || we.Name != "g1" {
+		var we *write.WriteError
+		if !errors.Is(err, write.ErrGone) || !errors.As(err, &we) || we.Name != "g1" {
 			t.Errorf("the status of a deleted gadget: %v, want a WriteError for g1 wrapping ErrGone", err)
 		}
 		if _, err := gadgets(ns).Get(timeout(t), "g1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -370,14 +372,14 @@ func TestWriteSide(t *testing.T) {
 
 		// The harness's Widget CRD has no status subresource: the server says NotFound.
 		createWidget(t, "no-status")
-		statusWidgets := typed.FromDynamicNamespaced[*statusWidget](admin.dyn.Resource(widgetGVR))
+		statusWidgets := client.FromDynamicNamespaced[*statusWidget](admin.dyn.Resource(widgetGVR))
 		w, err := statusWidgets(ns).Get(timeout(t), "no-status", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = typed.NewStatusWriter(statusWidgets, func(w *statusWidget) *GadgetStatus { return &w.Status }).
+		err = write.NewStatusWriter(statusWidgets, func(w *statusWidget) *GadgetStatus { return &w.Status }).
 			Update(timeout(t), w, func(st *GadgetStatus) { st.Ready = true })
-		if !errors.Is(err, typed.ErrNoStatusSubresource) || errors.Is(err, typed.ErrGone) {
+		if !errors.Is(err, write.ErrNoStatusSubresource) || errors.Is(err, write.ErrGone) {
 			t.Errorf("the status of a widget, whose CRD has no status subresource: %v, want ErrNoStatusSubresource", err)
 		}
 	})
@@ -385,13 +387,13 @@ func TestWriteSide(t *testing.T) {
 	t.Run("OwnedConfigMapOfAWidgetIsCreatedOnceAndNotWrittenAgain", func(t *testing.T) {
 		owner := createWidget(t, "owner")
 		log := &callLog{}
-		configMaps := typed.NewOwned[*Widget](func(ns string) recordingConfigMaps {
+		configMaps := write.NewOwned[*Widget](func(ns string) recordingConfigMaps {
 			return recordingConfigMaps{admin.kube.CoreV1().ConfigMaps(ns), log}
 		}, widgetKind)
 		greet := func(greeting string) func(*corev1.ConfigMap) {
 			return func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"greeting": greeting} }
 		}
-		createOrUpdate := func(o *typed.Owned[*Widget, *corev1.ConfigMap], name, greeting string, want typed.Change, wantCalls ...string) {
+		createOrUpdate := func(o *write.Owned[*Widget, *corev1.ConfigMap], name, greeting string, want write.Change, wantCalls ...string) {
 			t.Helper()
 			if got, err := o.CreateOrUpdate(timeout(t), owner, ns, name, greet(greeting)); got != want || err != nil {
 				t.Fatalf("CreateOrUpdate(%s) = %q, %v; want %q", greeting, got, err, want)
@@ -401,8 +403,8 @@ func TestWriteSide(t *testing.T) {
 			}
 		}
 
-		createOrUpdate(configMaps, "owner-config", "hello", typed.Created, "get owner-config: NotFound", "create owner-config: ok")
-		createOrUpdate(configMaps, "owner-config", "hello", typed.Unchanged, "get owner-config: ok")
+		createOrUpdate(configMaps, "owner-config", "hello", write.Created, "get owner-config: NotFound", "create owner-config: ok")
+		createOrUpdate(configMaps, "owner-config", "hello", write.Unchanged, "get owner-config: ok")
 		cm, err := admin.kube.CoreV1().ConfigMaps(ns).Get(timeout(t), "owner-config", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -421,8 +423,8 @@ func TestWriteSide(t *testing.T) {
 			return ok && cached.ResourceVersion == cm.ResourceVersion
 		})
 		cachedConfigMaps := configMaps.WithCache(c.Store())
-		createOrUpdate(cachedConfigMaps, "owner-config", "hello", typed.Unchanged)
-		createOrUpdate(cachedConfigMaps, "owner-config", "bonjour", typed.Updated, "get owner-config: ok", "update owner-config: ok")
+		createOrUpdate(cachedConfigMaps, "owner-config", "hello", write.Unchanged)
+		createOrUpdate(cachedConfigMaps, "owner-config", "bonjour", write.Updated, "get owner-config: ok", "update owner-config: ok")
 		stop()
 
 		// Another widget's ConfigMap is never taken over.
@@ -434,8 +436,8 @@ func TestWriteSide(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = configMaps.CreateOrUpdate(timeout(t), owner, ns, "foreign", greet("mine"))
-		var conflict *typed.OwnerConflictError
-		if !errors.Is(err, typed.ErrControlledByOther) || !errors.As(err, &conflict) || conflict.Controller.UID != other.UID {
+		var conflict *write.OwnerConflictError
+		if !errors.Is(err, write.ErrControlledByOther) || !errors.As(err, &conflict) || conflict.Controller.UID != other.UID {
 			t.Errorf("CreateOrUpdate of another widget's ConfigMap: %v, want an OwnerConflictError naming widget other", err)
 		}
 		after, err := admin.kube.CoreV1().ConfigMaps(ns).Get(timeout(t), "foreign", metav1.GetOptions{})
@@ -445,7 +447,7 @@ func TestWriteSide(t *testing.T) {
 	})
 
 	t.Run("RecorderEventIsReadableThroughEventsV1", func(t *testing.T) {
-		rec, err := typed.NewRecorder(admin.kube, "typedinformer-e2e")
+		rec, err := write.NewRecorder(admin.kube, "typedinformer-e2e")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ var ErrNoOwnerKind = errors.New("the owner kind is unknown")
 // Go has no generic methods, so what concerns the primary kind is a method (WithKind,
 // WithOptions, WithPredicates: their types are the Builder's) and what brings in another
 // kind is a generic function taking the Builder (Owns, Watches), whose type arguments Go
-// infers from the Builder and the Source: nobody writes a list type, nor *typed.List[*X].
+// infers from the Builder and the Source: nobody writes a list type, nor *client.List[*X].
 // The steps never fail on their own: an error is kept, and Complete returns every one,
 // joined, having released every cache the Builder acquired. So a declaration reads as
 // the intent, with one error check at its end.
@@ -48,7 +48,7 @@ var ErrNoOwnerKind = errors.New("the owner kind is unknown")
 // # Owned kinds and the owner's kind
 //
 // Owns reconciles an object's controller (the owner reference with controller: true, as
-// typed.Owned and metav1.NewControllerRef write it) when that controller is of the
+// write.Owned and metav1.NewControllerRef write it) when that controller is of the
 // primary kind: other owner references, and controllers of other kinds, reconcile
 // nothing. An object controlled by another object of the primary kind reconciles that
 // object, not the one whose name it may share. The owner's key is namespace/name for a
@@ -61,13 +61,13 @@ var ErrNoOwnerKind = errors.New("the owner kind is unknown")
 // scheme, or *unstructured.Unstructured, which stands for any kind) needs WithKind. It is
 // said explicitly rather than read from objects because a Go struct's zero value carries
 // no apiVersion and kind, and a wrong guess would silently reconcile nothing. It is the
-// same GroupVersionKind that typed.NewOwned takes for the controller references it
+// same GroupVersionKind that write.NewOwned takes for the controller references it
 // writes.
 //
 // # Caches
 //
 // For, Owns and Watches acquire their caches at once (so that a reconciler can be given
-// them, for example through typed.Owned.WithCache) and return handles on them; the Loop
+// them, for example through write.Owned.WithCache) and return handles on them; the Loop
 // holds handles of its own. The handles stay valid until they are released, or until the
 // Manager stops; a Builder whose Complete failed has released them. Given a Source, Owns
 // and Watches acquire a cache in the scope the primary kind implies: an owned or watched

@@ -19,6 +19,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
 
@@ -398,8 +399,8 @@ func TestTheLoopIsNamedAfterThePrimaryKind(t *testing.T) {
 	}, {
 		name: "a custom resource's kind is named with WithKind",
 		complete: func(m *manager.Manager) error {
-			_, err := manager.For(m, manager.Namespaced[*gadget](func(string) *fake.ListerWatcher[*gadget, *typed.List[*gadget]] {
-				return fake.New[*gadget, *typed.List[*gadget]]()
+			_, err := manager.For(m, manager.Namespaced[*gadget](func(string) *fake.ListerWatcher[*gadget, *client.List[*gadget]] {
+				return fake.New[*gadget, *client.List[*gadget]]()
 			})).WithKind(gadgetKind).Complete(reconcileGadget)
 			return err
 		},
@@ -407,8 +408,8 @@ func TestTheLoopIsNamedAfterThePrimaryKind(t *testing.T) {
 	}, {
 		name: "without WithKind, a custom resource's loop is named after its Go type",
 		complete: func(m *manager.Manager) error {
-			_, err := manager.For(m, manager.Namespaced[*gadget](func(string) *fake.ListerWatcher[*gadget, *typed.List[*gadget]] {
-				return fake.New[*gadget, *typed.List[*gadget]]()
+			_, err := manager.For(m, manager.Namespaced[*gadget](func(string) *fake.ListerWatcher[*gadget, *client.List[*gadget]] {
+				return fake.New[*gadget, *client.List[*gadget]]()
 			})).Complete(reconcileGadget)
 			return err
 		},
@@ -577,8 +578,8 @@ func TestOwnsNeedsTheKindOfACustomResource(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := manager.New(manager.Options{})
-			b := manager.For(m, manager.Namespaced[*gadget](func(string) *fake.ListerWatcher[*gadget, *typed.List[*gadget]] {
-				return fake.New[*gadget, *typed.List[*gadget]]()
+			b := manager.For(m, manager.Namespaced[*gadget](func(string) *fake.ListerWatcher[*gadget, *client.List[*gadget]] {
+				return fake.New[*gadget, *client.List[*gadget]]()
 			}))
 			if !tc.kind.Empty() {
 				b = b.WithKind(tc.kind)

@@ -23,6 +23,7 @@ import (
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 )
 
 // ErrReleased is returned by the methods of a Cache whose Release has been called,
@@ -51,7 +52,7 @@ type CacheOptions[T event.Object] struct {
 	LabelSelector labels.Selector
 	FieldSelector fields.Selector
 	// Transform, when set, is applied to each object before it is cached (for example
-	// typed.StripManagedFields). A function cannot be compared, so TransformName
+	// client.StripManagedFields). A function cannot be compared, so TransformName
 	// identifies it: caches with the same TransformName share, and a Transform without a
 	// TransformName gives a cache of its own, shared with nobody.
 	Transform     func(T) (T, error)
@@ -382,7 +383,7 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 		ResyncPeriod: m.opts.ResyncPeriod, Metrics: m.cacheMetrics(name), DetectMutations: m.opts.DetectMutations,
 		OnMutation: func(ctx context.Context, err *eventcache.MutationError) { m.mutation(ctx, name, err) }}
 	if key.labels != "" || key.fields != "" {
-		copts.ListOptions = typed.Selectors(o.LabelSelector, o.FieldSelector)
+		copts.ListOptions = client.Selectors(o.LabelSelector, o.FieldSelector)
 	}
 	c := controller.New(gate[T, L]{lw: lw, s: s}, copts)
 	// The Acquire that creates the entry adds its indexes, as any other does.

@@ -28,6 +28,7 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
 
@@ -85,12 +86,12 @@ func TestAcquireSharesOneWatchPerTypeScopeSelectorsAndTransform(t *testing.T) {
 		watches: 2,
 	}, {
 		name:    "transforms of the same name",
-		first:   manager.CacheOptions[cm]{Transform: typed.StripManagedFields[cm], TransformName: "strip"},
-		then:    manager.CacheOptions[cm]{Transform: typed.StripManagedFields[cm], TransformName: "strip"},
+		first:   manager.CacheOptions[cm]{Transform: client.StripManagedFields[cm], TransformName: "strip"},
+		then:    manager.CacheOptions[cm]{Transform: client.StripManagedFields[cm], TransformName: "strip"},
 		watches: 1,
 	}, {
 		name:    "transforms of different names",
-		first:   manager.CacheOptions[cm]{Transform: typed.StripManagedFields[cm], TransformName: "strip"},
+		first:   manager.CacheOptions[cm]{Transform: client.StripManagedFields[cm], TransformName: "strip"},
 		then:    manager.CacheOptions[cm]{Transform: identity, TransformName: "identity"},
 		watches: 2,
 	}, {

@@ -1,8 +1,10 @@
-package typed
+package client
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/typedinformer/typedinformer/controller"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,16 +15,6 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
-)
-
-// A *Dynamic[T] reads and writes too, like a generated typed client: Get, Create, Update,
-// UpdateStatus and Patch take and return T, converted with
-// runtime.DefaultUnstructuredConverter, so that Finalizer, StatusWriter and Owned work on
-// a custom resource's Go struct with no code generation.
-var (
-	_ Patcher[*unstructured.Unstructured]       = (*Dynamic[*unstructured.Unstructured])(nil)
-	_ StatusUpdater[*unstructured.Unstructured] = (*Dynamic[*unstructured.Unstructured])(nil)
-	_ CreateUpdater[*unstructured.Unstructured] = (*Dynamic[*unstructured.Unstructured])(nil)
 )
 
 // FromDynamicNamespaced returns FromDynamic's adapter over client.Namespace(namespace)
@@ -90,7 +82,7 @@ func (d *Dynamic[T]) Patch(ctx context.Context, name string, pt types.PatchType,
 
 func (d *Dynamic[T]) nilClient() (T, error) {
 	var zero T
-	return zero, fmt.Errorf("%w: the dynamic client of a Dynamic[%T]", ErrNilArgument, zero)
+	return zero, fmt.Errorf("%w: the dynamic client of a Dynamic[%T]", controller.ErrNilArgument, zero)
 }
 
 // converted returns a function that converts what the dynamic client's method returned.
@@ -113,7 +105,7 @@ func (d *Dynamic[T]) unstructured(obj T) (*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	if guard.IsNil(obj) {
-		return nil, fmt.Errorf("%w: the object to write", ErrNilArgument)
+		return nil, fmt.Errorf("%w: the object to write", controller.ErrNilArgument)
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {

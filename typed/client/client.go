@@ -1,4 +1,4 @@
-package typed
+package client
 
 import (
 	"context"
@@ -82,13 +82,15 @@ func FromDynamic[T event.Object](client dynamic.ResourceInterface) *Dynamic[T] {
 
 var _ controller.ListerWatcher[*unstructured.Unstructured, *List[*unstructured.Unstructured]] = (*Dynamic[*unstructured.Unstructured])(nil)
 
-func newObject[T event.Object]() T {
+// New returns a new, empty object of type T: for a pointer type such as *corev1.Pod, a
+// pointer to its zero value, what a decoder fills in.
+func New[T event.Object]() T {
 	var zero T
 	return goreflect.New(goreflect.TypeOf(zero).Elem()).Interface().(T)
 }
 
 func convert[T event.Object](u *unstructured.Unstructured) (T, error) {
-	obj := newObject[T]()
+	obj := New[T]()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 		var zero T
 		return zero, fmt.Errorf("converting %s %s/%s to %T: %w", u.GetKind(), u.GetNamespace(), u.GetName(), obj, err)

@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 const cleanupFinalizer = "example.com/cleanup"
@@ -149,7 +151,7 @@ func TestFinalizerHandle(t *testing.T) {
 			cs.PrependReactor("patch", "deployments", failFirst(-1, "patch", "", notFound("deployments"), nil))
 		},
 		wantDeleted: true,
-		wantErr:     typed.ErrGone,
+		wantErr:     write.ErrGone,
 		wantCalls:   []string{patch},
 		wantPatches: []string{`{"metadata":{"finalizers":["example.com/cleanup"],"resourceVersion":"5"}}`},
 	}, {
@@ -176,7 +178,7 @@ func TestFinalizerHandle(t *testing.T) {
 			}
 			cached := tt.cached.DeepCopy()
 			cleanups := 0
-			f := typed.NewFinalizer(cs.AppsV1().Deployments, cleanupFinalizer, func(_ context.Context, d *appsv1.Deployment) error {
+			f := write.NewFinalizer(cs.AppsV1().Deployments, cleanupFinalizer, func(_ context.Context, d *appsv1.Deployment) error {
 				if d.Name != "web" {
 					t.Errorf("cleanup of %s, want web", d.Name)
 				}
@@ -217,7 +219,7 @@ func TestFinalizerHandle(t *testing.T) {
 }
 
 // checkErr fails t unless err matches want (errors.Is; a *StatusError by its reason), or
-// both are nil. A write's error must also be a *typed.WriteError naming the object.
+// both are nil. A write's error must also be a *write.WriteError naming the object.
 func checkErr(t *testing.T, err, want error) {
 	t.Helper()
 	var status *apierrors.StatusError
@@ -237,7 +239,7 @@ func checkErr(t *testing.T, err, want error) {
 	case !errors.Is(err, want):
 		t.Errorf("error %v is not %v", err, want)
 	}
-	var we *typed.WriteError
+	var we *write.WriteError
 	if errors.As(err, &we) && (we.Name == "" || we.Kind == "" || we.Op == "") {
 		t.Errorf("the WriteError %#v does not say what was done to which object", we)
 	}
@@ -245,17 +247,17 @@ func checkErr(t *testing.T, err, want error) {
 
 func TestFinalizerGoneIsAWriteErrorThatSaysWhichObjectAndWhy(t *testing.T) {
 	cs := kubefake.NewClientset() // the object is not there
-	f := typed.NewFinalizer(cs.AppsV1().Deployments, cleanupFinalizer, func(context.Context, *appsv1.Deployment) error { return nil })
+	f := write.NewFinalizer(cs.AppsV1().Deployments, cleanupFinalizer, func(context.Context, *appsv1.Deployment) error { return nil })
 	_, err := f.Handle(t.Context(), typed.Request[*appsv1.Deployment]{Object: finalizing("5", false)})
-	var we *typed.WriteError
+	var we *write.WriteError
 	if !errors.As(err, &we) {
-		t.Fatalf("Handle returned %v, want a *typed.WriteError", err)
+		t.Fatalf("Handle returned %v, want a *write.WriteError", err)
 	}
-	want := &typed.WriteError{Op: "adding finalizer example.com/cleanup to", Kind: "Deployment", Namespace: "shop", Name: "web"}
+	want := &write.WriteError{Op: "adding finalizer example.com/cleanup to", Kind: "Deployment", Namespace: "shop", Name: "web"}
 	if diff := cmp.Diff(want, we, cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Err" }, cmp.Ignore())); diff != "" {
 		t.Errorf("WriteError (-want +got):\n%s", diff)
 	}
-	if !errors.Is(err, typed.ErrGone) || !apierrors.IsNotFound(err) {
+	if !errors.Is(err, write.ErrGone) || !apierrors.IsNotFound(err) {
 		t.Errorf("error %v is not both ErrGone and the server's NotFound", err)
 	}
 	const msg = `adding finalizer example.com/cleanup to Deployment shop/web: object no longer exists: deployments.apps "web" not found`
@@ -268,7 +270,7 @@ func TestFinalizerThroughTheDynamicClientOnACustomResourceStruct(t *testing.T) {
 	live := &Gadget{TypeMeta: gadgetMeta, ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "g", ResourceVersion: "3"}}
 	dyn := fakeGadgets(t, live)
 	var cleaned []string
-	f := typed.NewFinalizer(typed.FromDynamicNamespaced[*Gadget](dyn.Resource(gadgetGVR)), cleanupFinalizer,
+	f := write.NewFinalizer(client.FromDynamicNamespaced[*Gadget](dyn.Resource(gadgetGVR)), cleanupFinalizer,
 		func(_ context.Context, g *Gadget) error {
 			cleaned = append(cleaned, g.Name)
 			return nil
@@ -303,16 +305,16 @@ func TestFinalizerNilArgumentsAreErrorsNotPanics(t *testing.T) {
 	live := typed.Request[*appsv1.Deployment]{Object: finalizing("1", false)}
 	tests := []struct {
 		name string
-		f    *typed.Finalizer[*appsv1.Deployment]
+		f    *write.Finalizer[*appsv1.Deployment]
 		req  typed.Request[*appsv1.Deployment]
 	}{
 		{"a nil Finalizer", nil, live},
-		{"nil clients", typed.NewFinalizer[*appsv1.Deployment, appsv1client.DeploymentInterface](nil, cleanupFinalizer, cleanup), live},
-		{"clients returning nil", typed.NewFinalizer(func(string) appsv1client.DeploymentInterface { return nil }, cleanupFinalizer, cleanup), live},
-		{"a nil cleanup", typed.NewFinalizer(cs.AppsV1().Deployments, cleanupFinalizer, nil), live},
-		{"no name", typed.NewFinalizer(cs.AppsV1().Deployments, "", cleanup), live},
-		{"a request with no object", typed.NewFinalizer(cs.AppsV1().Deployments, cleanupFinalizer, cleanup), typed.Request[*appsv1.Deployment]{Key: "shop/web"}},
-		{"a nil dynamic client", typed.NewFinalizer(typed.FromDynamicNamespaced[*appsv1.Deployment](nil), cleanupFinalizer, cleanup), live},
+		{"nil clients", write.NewFinalizer[*appsv1.Deployment, appsv1client.DeploymentInterface](nil, cleanupFinalizer, cleanup), live},
+		{"clients returning nil", write.NewFinalizer(func(string) appsv1client.DeploymentInterface { return nil }, cleanupFinalizer, cleanup), live},
+		{"a nil cleanup", write.NewFinalizer(cs.AppsV1().Deployments, cleanupFinalizer, nil), live},
+		{"no name", write.NewFinalizer(cs.AppsV1().Deployments, "", cleanup), live},
+		{"a request with no object", write.NewFinalizer(cs.AppsV1().Deployments, cleanupFinalizer, cleanup), typed.Request[*appsv1.Deployment]{Key: "shop/web"}},
+		{"a nil dynamic client", write.NewFinalizer(client.FromDynamicNamespaced[*appsv1.Deployment](nil), cleanupFinalizer, cleanup), live},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

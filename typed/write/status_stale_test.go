@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // readyReplicas returns a status mutation that sets the ready replicas to n.
@@ -36,7 +36,7 @@ func deployment(name string, ready int32) *appsv1.Deployment {
 func TestStatusWriterAStatusWrittenFromAStaleCopyIsNeverLost(t *testing.T) {
 	srv := newRVServer[*appsv1.Deployment]("deployments")
 	cached := srv.put(t, deployment("web", 0))
-	w := typed.NewStatusWriter(srv.Namespace, deploymentStatus)
+	w := write.NewStatusWriter(srv.Namespace, deploymentStatus)
 
 	for _, n := range []int32{2, 0} {
 		if err := w.Update(t.Context(), cached, readyReplicas(n)); err != nil {
@@ -60,7 +60,7 @@ func TestStatusWriterAStatusWrittenFromAStaleCopyIsNeverLost(t *testing.T) {
 func TestStatusWriterAStatusItAlreadyWroteIsNotWrittenAgainFromAStaleCopy(t *testing.T) {
 	srv := newRVServer[*appsv1.Deployment]("deployments")
 	cached := srv.put(t, deployment("web", 0))
-	w := typed.NewStatusWriter(srv.Namespace, deploymentStatus)
+	w := write.NewStatusWriter(srv.Namespace, deploymentStatus)
 
 	for range 2 {
 		if err := w.Update(t.Context(), cached, readyReplicas(2)); err != nil {
@@ -81,7 +81,7 @@ func TestStatusWriterAStatusItAlreadyWroteIsNotWrittenAgainFromAStaleCopy(t *tes
 func TestStatusWriterComparesWithTheGivenObjectOnceItIsAsNewAsItsOwnWrite(t *testing.T) {
 	srv := newRVServer[*appsv1.Deployment]("deployments")
 	cached := srv.put(t, deployment("web", 0))
-	w := typed.NewStatusWriter(srv.Namespace, deploymentStatus)
+	w := write.NewStatusWriter(srv.Namespace, deploymentStatus)
 	if err := w.Update(t.Context(), cached, readyReplicas(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestStatusWriterNeverWritesAStaleCopysStatusToAnObjectCreatedAgain(t *testi
 		t.Run("this writer wrote "+wrote+" before", func(t *testing.T) {
 			srv := newRVServer[*appsv1.Deployment]("deployments")
 			cached := srv.put(t, deployment("web", 0))
-			w := typed.NewStatusWriter(srv.Namespace, deploymentStatus)
+			w := write.NewStatusWriter(srv.Namespace, deploymentStatus)
 			if wrote == "the old object" {
 				if err := w.Update(t.Context(), cached, readyReplicas(2)); err != nil {
 					t.Fatal(err)
@@ -131,7 +131,7 @@ func TestStatusWriterNeverWritesAStaleCopysStatusToAnObjectCreatedAgain(t *testi
 
 			err := w.Update(t.Context(), cached, readyReplicas(1))
 
-			checkErr(t, err, typed.ErrGone)
+			checkErr(t, err, write.ErrGone)
 			if got := srv.stored(t, "shop", "web"); got.UID != recreated.UID || got.Status.ReadyReplicas != 7 {
 				t.Errorf("the object created again (uid %s) has uid %s and %d ready replicas, want 7: the old object's status was written to it",
 					recreated.UID, got.UID, got.Status.ReadyReplicas)
@@ -164,12 +164,12 @@ func TestStatusWriterNotFoundOfAnObjectCreatedAgainIsErrGoneNotErrNoStatusSubres
 		}
 		return true, nil, notFound("deployments")("web")
 	})
-	w := typed.NewStatusWriter(cs.AppsV1().Deployments, deploymentStatus)
+	w := write.NewStatusWriter(cs.AppsV1().Deployments, deploymentStatus)
 
 	err := w.Update(t.Context(), d, readyReplicas(2))
 
-	checkErr(t, err, typed.ErrGone)
-	if errors.Is(err, typed.ErrNoStatusSubresource) {
+	checkErr(t, err, write.ErrGone)
+	if errors.Is(err, write.ErrNoStatusSubresource) {
 		t.Errorf("error %v says the kind has no status subresource", err)
 	}
 }
@@ -179,7 +179,7 @@ func TestStatusWriterNotFoundOfAnObjectCreatedAgainIsErrGoneNotErrNoStatusSubres
 func TestStatusWriterFromManyWorkersAtOnceLosesNoWrite(t *testing.T) {
 	const objects, rounds = 16, 5
 	srv := newRVServer[*appsv1.Deployment]("deployments")
-	w := typed.NewStatusWriter(srv.Namespace, deploymentStatus)
+	w := write.NewStatusWriter(srv.Namespace, deploymentStatus)
 	var wg sync.WaitGroup
 	for i := range objects {
 		cached := srv.put(t, deployment(fmt.Sprintf("web-%d", i), 0))
@@ -208,7 +208,7 @@ func TestStatusWriterFromManyWorkersAtOnceLosesNoWrite(t *testing.T) {
 // The objects remembered are still never compared with an older copy.
 func TestStatusWriterRemembersABoundedNumberOfWrites(t *testing.T) {
 	srv := newRVServer[*appsv1.Deployment]("deployments")
-	w := typed.NewStatusWriter(srv.Namespace, deploymentStatus)
+	w := write.NewStatusWriter(srv.Namespace, deploymentStatus)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w.BoundRememberedWrites(3, time.Minute, func() time.Time { return now })
 	var cached []*appsv1.Deployment
@@ -244,7 +244,7 @@ func TestStatusWriterReadsTheServerWhenResourceVersionsCannotBeOrdered(t *testin
 	srv := newRVServer[*appsv1.Deployment]("deployments")
 	srv.opaque = true
 	cached := srv.put(t, deployment("web", 0))
-	w := typed.NewStatusWriter(srv.Namespace, deploymentStatus)
+	w := write.NewStatusWriter(srv.Namespace, deploymentStatus)
 
 	for _, n := range []int32{2, 0} {
 		if err := w.Update(t.Context(), cached, readyReplicas(n)); err != nil {

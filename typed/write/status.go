@@ -1,8 +1,10 @@
-package typed
+package write
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/typedinformer/typedinformer/typed"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +23,7 @@ import (
 // Its Update compares before it writes: a reconcile that only re-asserts the status it
 // already wrote makes no API call at all, so it does not trigger itself again through a
 // watch event either. (A status write that does change the status does not change
-// metadata.generation, so a Loop with the GenerationChanged predicate does not
+// metadata.generation, so a typed.Loop with the GenerationChanged predicate does not
 // reconcile its own status writes.) It compares with a state at least as new as its own
 // last write of the object, never with an older cached copy, so no write is ever skipped
 // because the cache has not seen the one before it (DESIGN 20).
@@ -80,15 +82,15 @@ func NewStatusWriter[T event.Object, S any, C StatusUpdater[T]](clients func(nam
 func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(status *S)) error {
 	switch {
 	case w == nil:
-		return fmt.Errorf("%w: the StatusWriter", ErrNilArgument)
+		return fmt.Errorf("%w: the StatusWriter", typed.ErrNilArgument)
 	case w.clients == nil:
-		return fmt.Errorf("%w: the StatusWriter's clients", ErrNilArgument)
+		return fmt.Errorf("%w: the StatusWriter's clients", typed.ErrNilArgument)
 	case w.status == nil:
-		return fmt.Errorf("%w: the StatusWriter's status function", ErrNilArgument)
+		return fmt.Errorf("%w: the StatusWriter's status function", typed.ErrNilArgument)
 	case mutate == nil:
-		return fmt.Errorf("%w: the status mutation", ErrNilArgument)
+		return fmt.Errorf("%w: the status mutation", typed.ErrNilArgument)
 	case guard.IsNil(obj):
-		return fmt.Errorf("%w: the object whose status to update", ErrNilArgument)
+		return fmt.Errorf("%w: the object whose status to update", typed.ErrNilArgument)
 	}
 	namespace, name := obj.GetNamespace(), obj.GetName()
 	fail := func(err error) error {
@@ -125,7 +127,7 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 		}
 		status := w.status(desired)
 		if status == nil {
-			return fmt.Errorf("%w: the status function returned nil for %s", ErrNilArgument, klog.KObj(cur))
+			return fmt.Errorf("%w: the status function returned nil for %s", typed.ErrNilArgument, klog.KObj(cur))
 		}
 		mutate(status)
 		if equality.Semantic.DeepEqual(w.status(before), status) {

@@ -1,10 +1,12 @@
-package typed
+package write
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/typedinformer/typedinformer/typed"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,7 +72,7 @@ type Owned[O event.Object, T event.Object] struct {
 // ClusterScoped's), for owners of type O whose apiVersion and kind are ownerKind: the
 // owner's type is named, and Go infers the rest,
 //
-//	configMaps := typed.NewOwned[*Website](clientset.CoreV1().ConfigMaps, websiteKind)
+//	configMaps := write.NewOwned[*Website](clientset.CoreV1().ConfigMaps, websiteKind)
 //
 // The owner kind is given here, once, because nothing else can say it reliably: objects
 // from generated clients carry no apiVersion and kind, and a custom resource's Go struct
@@ -133,15 +135,15 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 	}
 	switch {
 	case o == nil:
-		return fail(fmt.Errorf("%w: the Owned", ErrNilArgument))
+		return fail(fmt.Errorf("%w: the Owned", typed.ErrNilArgument))
 	case o.clients == nil:
-		return fail(fmt.Errorf("%w: the Owned's clients", ErrNilArgument))
+		return fail(fmt.Errorf("%w: the Owned's clients", typed.ErrNilArgument))
 	case mutate == nil:
-		return fail(fmt.Errorf("%w: the mutation", ErrNilArgument))
+		return fail(fmt.Errorf("%w: the mutation", typed.ErrNilArgument))
 	case guard.IsNil(owner):
-		return fail(fmt.Errorf("%w: the owner", ErrNilArgument))
+		return fail(fmt.Errorf("%w: the owner", typed.ErrNilArgument))
 	case name == "":
-		return fail(fmt.Errorf("%w: the object's name", ErrNilArgument))
+		return fail(fmt.Errorf("%w: the object's name", typed.ErrNilArgument))
 	}
 	ref, err := o.controllerRef(owner, namespace)
 	if err != nil {

@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // finalizerOn returns a Finalizer named cleanupFinalizer writing through srv, and a
 // pointer to the number of cleanups it ran.
-func finalizerOn(srv *rvServer[*appsv1.Deployment]) (*typed.Finalizer[*appsv1.Deployment], *int) {
+func finalizerOn(srv *rvServer[*appsv1.Deployment]) (*write.Finalizer[*appsv1.Deployment], *int) {
 	cleanups := new(int)
-	return typed.NewFinalizer(srv.Namespace, cleanupFinalizer, func(context.Context, *appsv1.Deployment) error {
+	return write.NewFinalizer(srv.Namespace, cleanupFinalizer, func(context.Context, *appsv1.Deployment) error {
 		*cleanups++
 		return nil
 	}), cleanups
@@ -32,7 +33,7 @@ func deployed(deleting bool, finalizers ...string) *appsv1.Deployment {
 	return d
 }
 
-func handle(t *testing.T, f *typed.Finalizer[*appsv1.Deployment], obj *appsv1.Deployment) (bool, error) {
+func handle(t *testing.T, f *write.Finalizer[*appsv1.Deployment], obj *appsv1.Deployment) (bool, error) {
 	t.Helper()
 	return f.Handle(t.Context(), typed.Request[*appsv1.Deployment]{Key: "shop/web", Namespace: "shop", Name: "web", Object: obj})
 }
@@ -149,7 +150,7 @@ func TestFinalizerIsNeverAddedToAnObjectCreatedAgain(t *testing.T) {
 	if !deleted {
 		t.Errorf("Handle returned deleted=false: the reconcile would go on with the old object's state")
 	}
-	checkErr(t, err, typed.ErrGone)
+	checkErr(t, err, write.ErrGone)
 	if diff := cmp.Diff([]string{"other.io/keep"}, srv.stored(t, "shop", "web").Finalizers); diff != "" {
 		t.Errorf("the finalizers of the object created again (-want +got):\n%s", diff)
 	}

@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"fmt"
@@ -14,17 +14,18 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // Generated typed clients are the writers' clients as they are, with no adapter.
 var (
-	_ typed.Patcher[*appsv1.Deployment]       = appsv1client.DeploymentInterface(nil)
-	_ typed.StatusUpdater[*appsv1.Deployment] = appsv1client.DeploymentInterface(nil)
-	_ typed.CreateUpdater[*appsv1.Deployment] = appsv1client.DeploymentInterface(nil)
-	_ typed.Patcher[*Gadget]                  = (*typed.Dynamic[*Gadget])(nil)
-	_ typed.StatusUpdater[*Gadget]            = (*typed.Dynamic[*Gadget])(nil)
-	_ typed.CreateUpdater[*Gadget]            = (*typed.Dynamic[*Gadget])(nil)
+	_ write.Patcher[*appsv1.Deployment]       = appsv1client.DeploymentInterface(nil)
+	_ write.StatusUpdater[*appsv1.Deployment] = appsv1client.DeploymentInterface(nil)
+	_ write.CreateUpdater[*appsv1.Deployment] = appsv1client.DeploymentInterface(nil)
+	_ write.Patcher[*Gadget]                  = (*client.Dynamic[*Gadget])(nil)
+	_ write.StatusUpdater[*Gadget]            = (*client.Dynamic[*Gadget])(nil)
+	_ write.CreateUpdater[*Gadget]            = (*client.Dynamic[*Gadget])(nil)
 )
 
 // Gadget is a custom resource's Go struct with a status. Its DeepCopyObject copies only

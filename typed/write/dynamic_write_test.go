@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // dynamicCalls are the Dynamic's methods, each called on obj (or its name); sends says
@@ -22,28 +24,28 @@ import (
 var dynamicCalls = []struct {
 	name  string
 	sends bool
-	call  func(ctx context.Context, d *typed.Dynamic[*Gadget], obj *Gadget) (*Gadget, error)
+	call  func(ctx context.Context, d *client.Dynamic[*Gadget], obj *Gadget) (*Gadget, error)
 }{
-	{"Create", true, func(ctx context.Context, d *typed.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
+	{"Create", true, func(ctx context.Context, d *client.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
 		return d.Create(ctx, obj, metav1.CreateOptions{})
 	}},
-	{"Get", false, func(ctx context.Context, d *typed.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
+	{"Get", false, func(ctx context.Context, d *client.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
 		return d.Get(ctx, obj.Name, metav1.GetOptions{})
 	}},
-	{"Update", true, func(ctx context.Context, d *typed.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
+	{"Update", true, func(ctx context.Context, d *client.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
 		return d.Update(ctx, obj, metav1.UpdateOptions{})
 	}},
-	{"UpdateStatus", true, func(ctx context.Context, d *typed.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
+	{"UpdateStatus", true, func(ctx context.Context, d *client.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
 		return d.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 	}},
-	{"Patch", false, func(ctx context.Context, d *typed.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
+	{"Patch", false, func(ctx context.Context, d *client.Dynamic[*Gadget], obj *Gadget) (*Gadget, error) {
 		return d.Patch(ctx, obj.Name, types.MergePatchType, []byte(`{"spec":{"size":2}}`), metav1.PatchOptions{})
 	}},
 }
 
 func TestDynamicWritesAndReadsTheUsersOwnStruct(t *testing.T) {
 	dyn := fakeGadgets(t)
-	gadgets := typed.FromDynamicNamespaced[*Gadget](dyn.Resource(gadgetGVR))("lab")
+	gadgets := client.FromDynamicNamespaced[*Gadget](dyn.Resource(gadgetGVR))("lab")
 	g := &Gadget{TypeMeta: gadgetMeta, ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "g"},
 		Spec: GadgetSpec{Size: 1}, Status: GadgetStatus{Ready: true}}
 	want := &Gadget{TypeMeta: gadgetMeta, ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "g"},
@@ -68,7 +70,7 @@ func TestDynamicWritesAndReadsTheUsersOwnStruct(t *testing.T) {
 
 func TestDynamicWriteBadInputIsAnErrorWithoutAnAPICall(t *testing.T) {
 	dyn := fakeGadgets(t)
-	gadgets := typed.FromDynamic[*Gadget](dyn.Resource(gadgetGVR).Namespace("lab"))
+	gadgets := client.FromDynamic[*Gadget](dyn.Resource(gadgetGVR).Namespace("lab"))
 	noKind := &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "g"}}
 	for _, c := range dynamicCalls {
 		if !c.sends {
@@ -90,7 +92,7 @@ func TestDynamicWriteBadInputIsAnErrorWithoutAnAPICall(t *testing.T) {
 	}
 	for _, c := range dynamicCalls {
 		t.Run(c.name+" through a nil client", func(t *testing.T) {
-			if _, err := c.call(t.Context(), typed.FromDynamicNamespaced[*Gadget](nil)("lab"), noKind); !errors.Is(err, typed.ErrNilArgument) {
+			if _, err := c.call(t.Context(), client.FromDynamicNamespaced[*Gadget](nil)("lab"), noKind); !errors.Is(err, typed.ErrNilArgument) {
 				t.Errorf("%s returned %v, want an error wrapping ErrNilArgument", c.name, err)
 			}
 		})
@@ -100,7 +102,7 @@ func TestDynamicWriteBadInputIsAnErrorWithoutAnAPICall(t *testing.T) {
 func TestDynamicWriteReportsANilResultFromTheDynamicClient(t *testing.T) {
 	dyn := fakeGadgets(t)
 	dyn.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, nil })
-	gadgets := typed.FromDynamic[*Gadget](dyn.Resource(gadgetGVR).Namespace("lab"))
+	gadgets := client.FromDynamic[*Gadget](dyn.Resource(gadgetGVR).Namespace("lab"))
 	g := &Gadget{TypeMeta: gadgetMeta, ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "g"}}
 	for _, c := range dynamicCalls {
 		if got, err := c.call(t.Context(), gadgets, g); got != nil || !errors.Is(err, reflect.ErrNilResult) {
@@ -111,8 +113,8 @@ func TestDynamicWriteReportsANilResultFromTheDynamicClient(t *testing.T) {
 
 func TestClusterScopedServesEveryNamespaceWithTheOneClient(t *testing.T) {
 	cs := kubefake.NewClientset()
-	nodes := typed.ClusterScoped(cs.CoreV1().Nodes())
-	f := typed.NewFinalizer(nodes, cleanupFinalizer, func(context.Context, *corev1.Node) error { return nil })
+	nodes := write.ClusterScoped(cs.CoreV1().Nodes())
+	f := write.NewFinalizer(nodes, cleanupFinalizer, func(context.Context, *corev1.Node) error { return nil })
 	if _, err := cs.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

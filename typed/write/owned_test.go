@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"errors"
@@ -15,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // webOwner is the owner of the tests' owned objects: Deployment shop/web as read from the
@@ -58,30 +60,30 @@ func TestOwnedCreateOrUpdate(t *testing.T) {
 		react          func(t *testing.T, cs *kubefake.Clientset)
 		mutate         func(*corev1.ConfigMap) // setHello when nil
 
-		wantChange  typed.Change
+		wantChange  write.Change
 		wantErr     error
 		wantCalls   []string
 		wantWritten []*corev1.ConfigMap
 	}{{
 		name:        "an absent object is created with a controller reference to its owner",
-		wantChange:  typed.Created,
+		wantChange:  write.Created,
 		wantCalls:   []string{get, create},
 		wantWritten: []*corev1.ConfigMap{owned("", hello, webRef)},
 	}, {
 		name:       "an object that already is as desired is read and not written",
 		stored:     owned("5", hello, webRef),
-		wantChange: typed.Unchanged,
+		wantChange: write.Unchanged,
 		wantCalls:  []string{get},
 	}, {
 		name:       "an object that already is as desired in the cache costs no API call",
 		stored:     owned("5", hello, webRef),
 		cached:     owned("5", hello, webRef),
-		wantChange: typed.Unchanged,
+		wantChange: write.Unchanged,
 	}, {
 		name:       "a stale cache is not trusted: the server's object is read, and not written when it is as desired",
 		stored:     owned("5", hello, webRef),
 		cached:     owned("4", map[string]string{"greeting": "hi"}, webRef),
-		wantChange: typed.Unchanged,
+		wantChange: write.Unchanged,
 		wantCalls:  []string{get},
 	}, {
 		name: "a different object is updated at the resource version read, keeping others' labels and owner references",
@@ -90,7 +92,7 @@ func TestOwnedCreateOrUpdate(t *testing.T) {
 			cm.Labels = map[string]string{"team": "a"}
 			return cm
 		}(),
-		wantChange: typed.Updated,
+		wantChange: write.Updated,
 		wantCalls:  []string{get, update},
 		wantWritten: []*corev1.ConfigMap{func() *corev1.ConfigMap {
 			cm := owned("5", hello, plainRef, webRef)
@@ -100,21 +102,21 @@ func TestOwnedCreateOrUpdate(t *testing.T) {
 	}, {
 		name:        "an object with no controller is adopted",
 		stored:      owned("5", hello, plainRef),
-		wantChange:  typed.Updated,
+		wantChange:  write.Updated,
 		wantCalls:   []string{get, update},
 		wantWritten: []*corev1.ConfigMap{owned("5", hello, plainRef, webRef)},
 	}, {
 		name:        "a reference to the owner that is not a controller reference becomes one",
 		stored:      owned("5", hello, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "uid-web"}),
-		wantChange:  typed.Updated,
+		wantChange:  write.Updated,
 		wantCalls:   []string{get, update},
 		wantWritten: []*corev1.ConfigMap{owned("5", hello, webRef)},
 	}, {
 		name:       "an object controlled by another owner is refused and never written",
 		stored:     owned("5", map[string]string{"greeting": "theirs"}, otherRef),
 		cached:     owned("5", map[string]string{"greeting": "theirs"}, otherRef),
-		wantChange: typed.Unchanged,
-		wantErr:    &typed.OwnerConflictError{Controller: otherRef, Wanted: webRef},
+		wantChange: write.Unchanged,
+		wantErr:    &write.OwnerConflictError{Controller: otherRef, Wanted: webRef},
 		wantCalls:  []string{get},
 	}, {
 		name:   "an update that conflicts is retried on the object read again",
@@ -123,7 +125,7 @@ func TestOwnedCreateOrUpdate(t *testing.T) {
 			cs.PrependReactor("update", "configmaps", failFirst(1, "update", "", conflict("configmaps"),
 				setStoredConfigMap(t, cs, owned("6", map[string]string{"other": "y"}, webRef))))
 		},
-		wantChange:  typed.Updated,
+		wantChange:  write.Updated,
 		wantCalls:   []string{get, update, get, update},
 		wantWritten: []*corev1.ConfigMap{owned("5", hello, webRef), owned("6", hello, webRef)},
 	}, {
@@ -135,7 +137,7 @@ func TestOwnedCreateOrUpdate(t *testing.T) {
 				}
 			}))
 		},
-		wantChange:  typed.Updated,
+		wantChange:  write.Updated,
 		wantCalls:   []string{get, create, get, update},
 		wantWritten: []*corev1.ConfigMap{owned("", hello, webRef), owned("7", hello, webRef)},
 	}, {
@@ -144,14 +146,14 @@ func TestOwnedCreateOrUpdate(t *testing.T) {
 		react: func(_ *testing.T, cs *kubefake.Clientset) {
 			cs.PrependReactor("update", "configmaps", failFirst(-1, "update", "", conflict("configmaps"), nil))
 		},
-		wantChange:  typed.Unchanged,
+		wantChange:  write.Unchanged,
 		wantErr:     conflict("configmaps")("web-config"),
 		wantCalls:   repeat(5, get, update),
 		wantWritten: repeat(5, owned("5", hello, webRef)),
 	}, {
 		name:       "a mutation that renames the object is refused",
 		mutate:     func(cm *corev1.ConfigMap) { cm.Name = "elsewhere" },
-		wantChange: typed.Unchanged,
+		wantChange: write.Unchanged,
 		wantErr:    errors.New("the mutation changed the object's namespace/name to shop/elsewhere"),
 		wantCalls:  []string{get},
 	}}
@@ -164,7 +166,7 @@ func TestOwnedCreateOrUpdate(t *testing.T) {
 			if tt.react != nil {
 				tt.react(t, cs)
 			}
-			o := typed.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, deployKind)
+			o := write.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, deployKind)
 			var cache mapCache[*corev1.ConfigMap]
 			if tt.cached != nil {
 				cache = mapCache[*corev1.ConfigMap]{"shop/web-config": tt.cached.DeepCopy()}
@@ -206,15 +208,15 @@ func checkOwnedErr(t *testing.T, err, want error) {
 		checkErr(t, err, want)
 		return
 	}
-	var we *typed.WriteError
+	var we *write.WriteError
 	if !errors.As(err, &we) || we.Op != "creating or updating" || we.Kind != "ConfigMap" || we.Namespace != "shop" || we.Name != "web-config" {
 		t.Errorf("error %v is not a WriteError for creating or updating ConfigMap shop/web-config", err)
 		return
 	}
-	var wantConflict, gotConflict *typed.OwnerConflictError
+	var wantConflict, gotConflict *write.OwnerConflictError
 	switch {
 	case errors.As(want, &wantConflict):
-		if !errors.As(err, &gotConflict) || !errors.Is(err, typed.ErrControlledByOther) {
+		if !errors.As(err, &gotConflict) || !errors.Is(err, write.ErrControlledByOther) {
 			t.Errorf("error %v is not an OwnerConflictError and ErrControlledByOther", err)
 		} else if diff := cmp.Diff(wantConflict, gotConflict); diff != "" {
 			t.Errorf("OwnerConflictError (-want +got):\n%s", diff)
@@ -240,7 +242,7 @@ func setStoredConfigMap(t *testing.T, cs *kubefake.Clientset, cm *corev1.ConfigM
 func TestOwnedConflictSaysWhichObjectAndWhoControlsIt(t *testing.T) {
 	otherRef := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "uid-api", Controller: ptr.To(true)}
 	cs := kubefake.NewClientset(owned("5", nil, otherRef))
-	_, err := typed.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, deployKind).
+	_, err := write.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, deployKind).
 		CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", func(*corev1.ConfigMap) {})
 	const msg = "creating or updating ConfigMap shop/web-config: controlled by another owner: " +
 		"it is controlled by Deployment api (uid uid-api), not by Deployment web (uid uid-web)"
@@ -251,7 +253,7 @@ func TestOwnedConflictSaysWhichObjectAndWhoControlsIt(t *testing.T) {
 
 func TestOwnedRefusesBadInputWithoutAnAPICall(t *testing.T) {
 	cs := kubefake.NewClientset()
-	ok := typed.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, deployKind)
+	ok := write.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, deployKind)
 	set := func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"a": "b"} }
 	noUID := webOwner()
 	noUID.UID = ""
@@ -261,21 +263,21 @@ func TestOwnedRefusesBadInputWithoutAnAPICall(t *testing.T) {
 	typedRight.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
 	tests := []struct {
 		name      string
-		o         *typed.Owned[*appsv1.Deployment, *corev1.ConfigMap]
+		o         *write.Owned[*appsv1.Deployment, *corev1.ConfigMap]
 		owner     *appsv1.Deployment
 		namespace string
 		mutate    func(*corev1.ConfigMap)
 		want      error
 	}{
-		{"an owner that was not read from the server (no UID)", ok, noUID, "shop", set, typed.ErrInvalidOwner},
-		{"an owner in another namespace", ok, webOwner(), "other", set, typed.ErrInvalidOwner},
-		{"an owner whose TypeMeta names another kind", ok, typedAsService, "shop", set, typed.ErrInvalidOwner},
-		{"an Owned made without an owner kind", typed.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, schema.GroupVersionKind{}), webOwner(), "shop", set, typed.ErrInvalidOwner},
+		{"an owner that was not read from the server (no UID)", ok, noUID, "shop", set, write.ErrInvalidOwner},
+		{"an owner in another namespace", ok, webOwner(), "other", set, write.ErrInvalidOwner},
+		{"an owner whose TypeMeta names another kind", ok, typedAsService, "shop", set, write.ErrInvalidOwner},
+		{"an Owned made without an owner kind", write.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, schema.GroupVersionKind{}), webOwner(), "shop", set, write.ErrInvalidOwner},
 		{"a nil owner", ok, nil, "shop", set, typed.ErrNilArgument},
 		{"a nil mutation", ok, webOwner(), "shop", nil, typed.ErrNilArgument},
 		{"a nil Owned", nil, webOwner(), "shop", set, typed.ErrNilArgument},
-		{"nil clients", typed.NewOwned[*appsv1.Deployment, *corev1.ConfigMap, corev1client.ConfigMapInterface](nil, deployKind), webOwner(), "shop", set, typed.ErrNilArgument},
-		{"clients returning nil", typed.NewOwned[*appsv1.Deployment](func(string) corev1client.ConfigMapInterface { return nil }, deployKind), webOwner(), "shop", set, typed.ErrNilArgument},
+		{"nil clients", write.NewOwned[*appsv1.Deployment, *corev1.ConfigMap, corev1client.ConfigMapInterface](nil, deployKind), webOwner(), "shop", set, typed.ErrNilArgument},
+		{"clients returning nil", write.NewOwned[*appsv1.Deployment](func(string) corev1client.ConfigMapInterface { return nil }, deployKind), webOwner(), "shop", set, typed.ErrNilArgument},
 		{"an owner whose TypeMeta is right is fine", ok, typedRight, "shop", set, nil},
 	}
 	for _, tt := range tests {
@@ -291,7 +293,7 @@ func TestOwnedRefusesBadInputWithoutAnAPICall(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Errorf("CreateOrUpdate returned %v, want an error wrapping %v", err, tt.want)
 			}
-			var we *typed.WriteError
+			var we *write.WriteError
 			if !errors.As(err, &we) || we.Name != "web-config" {
 				t.Errorf("error %v is not a WriteError naming web-config", err)
 			}
@@ -304,12 +306,12 @@ func TestOwnedRefusesBadInputWithoutAnAPICall(t *testing.T) {
 
 func TestOwnedThroughTheDynamicClientOnACustomResourceStruct(t *testing.T) {
 	dyn := fakeGadgets(t)
-	gadgets := typed.NewOwned[*appsv1.Deployment](typed.FromDynamicNamespaced[*Gadget](dyn.Resource(gadgetGVR)), deployKind)
+	gadgets := write.NewOwned[*appsv1.Deployment](client.FromDynamicNamespaced[*Gadget](dyn.Resource(gadgetGVR)), deployKind)
 	mutate := func(g *Gadget) {
 		g.TypeMeta = gadgetMeta // the dynamic client sends apiVersion and kind
 		g.Spec.Size = 3
 	}
-	for _, want := range []typed.Change{typed.Created, typed.Unchanged} {
+	for _, want := range []write.Change{write.Created, write.Unchanged} {
 		if got, err := gadgets.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-gadget", mutate); got != want || err != nil {
 			t.Fatalf("CreateOrUpdate = %q, %v; want %q, nil", got, err, want)
 		}

@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // A reconciler that must clean up before its object goes: the first lines of the
@@ -19,7 +20,7 @@ import (
 func ExampleFinalizer_Handle() {
 	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", ResourceVersion: "1"}}
 	cs := kubefake.NewClientset(web)
-	finalizer := typed.NewFinalizer(cs.AppsV1().Deployments, "example.com/release-ip",
+	finalizer := write.NewFinalizer(cs.AppsV1().Deployments, "example.com/release-ip",
 		func(ctx context.Context, d *appsv1.Deployment) error {
 			fmt.Println("releasing the IP of", d.Name)
 			return nil
@@ -52,7 +53,7 @@ func ExampleFinalizer_Handle() {
 func ExampleStatusWriter_Update() {
 	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", ResourceVersion: "1", Generation: 2}}
 	cs := kubefake.NewClientset(web)
-	status := typed.NewStatusWriter(cs.AppsV1().Deployments,
+	status := write.NewStatusWriter(cs.AppsV1().Deployments,
 		func(d *appsv1.Deployment) *appsv1.DeploymentStatus { return &d.Status })
 	observed := func(st *appsv1.DeploymentStatus) { st.ObservedGeneration = web.Generation }
 
@@ -71,7 +72,7 @@ func ExampleStatusWriter_Update() {
 func ExampleOwned_CreateOrUpdate() {
 	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-web"}}
 	cs := kubefake.NewClientset()
-	configMaps := typed.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	configMaps := write.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, appsv1.SchemeGroupVersion.WithKind("Deployment"))
 	setMode := func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"mode": "fast"} }
 
 	ctx := context.Background()
@@ -91,7 +92,7 @@ func ExampleOwned_CreateOrUpdate() {
 // A Recorder writes events while it runs, next to the program's controllers.
 func ExampleRecorder() {
 	cs := kubefake.NewClientset()
-	recorder, err := typed.NewRecorder(cs, "website-operator")
+	recorder, err := write.NewRecorder(cs, "website-operator")
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // TestRecorderDropsEventsAboutTypedNilObjects: an event about a typed-nil object (a
@@ -17,7 +17,7 @@ import (
 // the object's kind).
 func TestRecorderDropsEventsAboutTypedNilObjects(t *testing.T) {
 	cs := kubefake.NewClientset()
-	rec, err := typed.NewRecorder(cs, "website-operator")
+	rec, err := write.NewRecorder(cs, "website-operator")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // greeting returns a mutation that sets the ConfigMap's greeting.
@@ -23,15 +23,15 @@ func TestOwnedWithCacheAnUpdateFromAStaleCacheIsNeverLost(t *testing.T) {
 	srv := newRVServer[*corev1.ConfigMap]("configmaps")
 	stale := srv.put(t, owned("", map[string]string{"greeting": "hi"}, webRef))
 	cache := mapCache[*corev1.ConfigMap]{"shop/web-config": stale}
-	o := typed.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind).WithCache(cache)
+	o := write.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind).WithCache(cache)
 
 	for _, g := range []string{"hello", "hi"} {
 		change, err := o.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting(g))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if change != typed.Updated {
-			t.Errorf("setting the greeting %q returned %q, want %q", g, change, typed.Updated)
+		if change != write.Updated {
+			t.Errorf("setting the greeting %q returned %q, want %q", g, change, write.Updated)
 		}
 		if got := srv.stored(t, "shop", "web-config").Data["greeting"]; got != g {
 			t.Fatalf("after setting the greeting %q with the cache at resource version %s, the server has %q",
@@ -51,9 +51,9 @@ func TestOwnedWithCacheAnObjectItAlreadyWroteIsNotReadOrWrittenAgainFromAStaleCa
 	srv := newRVServer[*corev1.ConfigMap]("configmaps")
 	stale := srv.put(t, owned("", map[string]string{"greeting": "hi"}, webRef))
 	cache := mapCache[*corev1.ConfigMap]{"shop/web-config": stale}
-	o := typed.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind).WithCache(cache)
+	o := write.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind).WithCache(cache)
 
-	for _, want := range []typed.Change{typed.Updated, typed.Unchanged} {
+	for _, want := range []write.Change{write.Updated, write.Unchanged} {
 		if change, err := o.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting("hello")); change != want || err != nil {
 			t.Fatalf("CreateOrUpdate = %q, %v; want %q, nil", change, err, want)
 		}
@@ -64,8 +64,8 @@ func TestOwnedWithCacheAnObjectItAlreadyWroteIsNotReadOrWrittenAgainFromAStaleCa
 
 	// Once the cache has caught up, it is what is compared with, and the write forgotten.
 	cache["shop/web-config"] = srv.stored(t, "shop", "web-config")
-	if change, err := o.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting("hello")); change != typed.Unchanged || err != nil {
-		t.Fatalf("CreateOrUpdate = %q, %v; want %q, nil", change, err, typed.Unchanged)
+	if change, err := o.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting("hello")); change != write.Unchanged || err != nil {
+		t.Fatalf("CreateOrUpdate = %q, %v; want %q, nil", change, err, write.Unchanged)
 	}
 	if calls := srv.takeCalls(); len(calls) != 0 {
 		t.Errorf("API calls: %v, want none", calls)
@@ -79,12 +79,12 @@ func TestOwnedWithCacheAnObjectItAlreadyWroteIsNotReadOrWrittenAgainFromAStaleCa
 // mutation back to what the object was created with is not lost either.
 func TestOwnedWithCacheAnObjectItCreatedIsReadFromTheServerUntilCached(t *testing.T) {
 	srv := newRVServer[*corev1.ConfigMap]("configmaps")
-	o := typed.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind).WithCache(mapCache[*corev1.ConfigMap]{})
+	o := write.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind).WithCache(mapCache[*corev1.ConfigMap]{})
 
 	for _, step := range []struct {
 		greeting string
-		want     typed.Change
-	}{{"hello", typed.Created}, {"hi", typed.Updated}, {"hello", typed.Updated}, {"hello", typed.Unchanged}} {
+		want     write.Change
+	}{{"hello", write.Created}, {"hi", write.Updated}, {"hello", write.Updated}, {"hello", write.Unchanged}} {
 		change, err := o.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting(step.greeting))
 		if change != step.want || err != nil {
 			t.Fatalf("setting the greeting %q = %q, %v; want %q, nil", step.greeting, change, err, step.want)
@@ -101,12 +101,12 @@ func TestOwnedWithCacheDoesNotTrustACacheWhoseResourceVersionsCannotBeOrdered(t 
 	srv := newRVServer[*corev1.ConfigMap]("configmaps")
 	srv.opaque = true
 	stale := srv.put(t, owned("", map[string]string{"greeting": "hi"}, webRef))
-	o := typed.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind).
+	o := write.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind).
 		WithCache(mapCache[*corev1.ConfigMap]{"shop/web-config": stale})
 
 	for _, g := range []string{"hello", "hi"} {
-		if change, err := o.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting(g)); change != typed.Updated || err != nil {
-			t.Fatalf("setting the greeting %q = %q, %v; want %q, nil", g, change, err, typed.Updated)
+		if change, err := o.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting(g)); change != write.Updated || err != nil {
+			t.Fatalf("setting the greeting %q = %q, %v; want %q, nil", g, change, err, write.Updated)
 		}
 		if got := srv.stored(t, "shop", "web-config").Data["greeting"]; got != g {
 			t.Fatalf("after setting the greeting %q the server has %q", g, got)
@@ -119,7 +119,7 @@ func TestOwnedWithCacheDoesNotTrustACacheWhoseResourceVersionsCannotBeOrdered(t 
 // for nothing, before).
 func TestOwnedWithoutACacheRemembersNothing(t *testing.T) {
 	srv := newRVServer[*corev1.ConfigMap]("configmaps")
-	o := typed.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind)
+	o := write.NewOwned[*appsv1.Deployment](srv.Namespace, deployKind)
 	for _, g := range []string{"hello", "hi"} {
 		if _, err := o.CreateOrUpdate(t.Context(), webOwner(), "shop", "web-config", greeting(g)); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"context"
@@ -16,11 +16,12 @@ import (
 
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // runRecorder runs rec until the returned stop is called, which checks that Run returned
 // nil and left no goroutine behind.
-func runRecorder(t *testing.T, rec *typed.Recorder) (stop func()) {
+func runRecorder(t *testing.T, rec *write.Recorder) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -73,7 +74,7 @@ func summarize(evs []eventsv1.Event) []eventSummary {
 
 func TestRecorderWritesEventsThroughEventsV1(t *testing.T) {
 	cs := kubefake.NewClientset()
-	rec, err := typed.NewRecorder(cs, "website-operator")
+	rec, err := write.NewRecorder(cs, "website-operator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestRecorderWritesEventsThroughEventsV1(t *testing.T) {
 
 func TestRecorderWritesEventsRecordedBeforeRunOnceItRuns(t *testing.T) {
 	cs := kubefake.NewClientset()
-	rec, err := typed.NewRecorder(cs, "website-operator")
+	rec, err := write.NewRecorder(cs, "website-operator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestRecorderWritesEventsRecordedBeforeRunOnceItRuns(t *testing.T) {
 }
 
 func TestRecorderRunsOnceAtATimeAndAgainAfterItReturns(t *testing.T) {
-	rec, err := typed.NewRecorder(kubefake.NewClientset(), "website-operator")
+	rec, err := write.NewRecorder(kubefake.NewClientset(), "website-operator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestRecorderRunsOnceAtATimeAndAgainAfterItReturns(t *testing.T) {
 	for range 2 {
 		go func() { done <- rec.Run(ctx) }()
 	}
-	if err := receive(t, done, "one of two Runs at once to be refused"); !errors.Is(err, typed.ErrRecorderRunning) {
+	if err := receive(t, done, "one of two Runs at once to be refused"); !errors.Is(err, write.ErrRecorderRunning) {
 		t.Errorf("the first Run to return returned %v, want ErrRecorderRunning", err)
 	}
 	cancel()
@@ -157,7 +158,7 @@ func TestNewRecorderRefusesBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec, err := typed.NewRecorder(tt.client, tt.component)
+			rec, err := write.NewRecorder(tt.client, tt.component)
 			if err == nil || rec != nil {
 				t.Fatalf("NewRecorder = %v, %v; want an error", rec, err)
 			}
@@ -166,7 +167,7 @@ func TestNewRecorderRefusesBadInput(t *testing.T) {
 			}
 		})
 	}
-	var nilRecorder *typed.Recorder
+	var nilRecorder *write.Recorder
 	if err := nilRecorder.Run(t.Context()); !errors.Is(err, typed.ErrNilArgument) {
 		t.Errorf("Run of a nil Recorder returned %v, want ErrNilArgument", err)
 	}

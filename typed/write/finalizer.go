@@ -1,10 +1,12 @@
-package typed
+package write
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/typedinformer/typedinformer/typed"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,8 +20,8 @@ import (
 
 // Finalizer keeps a finalizer on the objects a reconciler handles, so that the API server
 // deletes none of them before the reconciler's cleanup has succeeded. It is the way to
-// see every deletion, also one that happened while no replica ran: a Loop reconciles a
-// deletion with the last known state only while it runs (see Loop.Run), but an object
+// see every deletion, also one that happened while no replica ran: a typed.Loop reconciles a
+// deletion with the last known state only while it runs (see typed.Loop.Run), but an object
 // with a finalizer stays, marked with a deletionTimestamp, until the finalizer is
 // removed, and the next replica to run reconciles it.
 //
@@ -69,7 +71,7 @@ func NewFinalizer[T event.Object, C Patcher[T]](clients func(namespace string) C
 // For a live object it adds the finalizer unless it is there (no API call when it is)
 // and returns false, or true if a conflict showed that its deletion has started. For an object being deleted (deletionTimestamp set) that carries the
 // finalizer, it runs the cleanup and, once that has succeeded, removes the finalizer; it
-// returns true, with the cleanup's error if that failed (the Loop then retries the key).
+// returns true, with the cleanup's error if that failed (the typed.Loop then retries the key).
 // An object being deleted without the finalizer, and a deleted one (req.Deleted), return
 // true at once: the finalizer is never added to an object on its way out, which the API
 // server forbids anyway.
@@ -84,23 +86,23 @@ func NewFinalizer[T event.Object, C Patcher[T]](clients func(namespace string) C
 // it from an object that is already gone is a success. Nil arguments are errors wrapping
 // ErrNilArgument; a client answering a patch with a nil object, a *WriteError wrapping
 // reflect.ErrNilResult.
-func (f *Finalizer[T]) Handle(ctx context.Context, req Request[T]) (deleted bool, err error) {
+func (f *Finalizer[T]) Handle(ctx context.Context, req typed.Request[T]) (deleted bool, err error) {
 	switch {
 	case f == nil:
-		return false, fmt.Errorf("%w: the Finalizer", ErrNilArgument)
+		return false, fmt.Errorf("%w: the Finalizer", typed.ErrNilArgument)
 	case f.clients == nil:
-		return false, fmt.Errorf("%w: the clients of finalizer %q", ErrNilArgument, f.name)
+		return false, fmt.Errorf("%w: the clients of finalizer %q", typed.ErrNilArgument, f.name)
 	case f.cleanup == nil:
-		return false, fmt.Errorf("%w: the cleanup of finalizer %q", ErrNilArgument, f.name)
+		return false, fmt.Errorf("%w: the cleanup of finalizer %q", typed.ErrNilArgument, f.name)
 	case f.name == "":
-		return false, fmt.Errorf("%w: the finalizer's name", ErrNilArgument)
+		return false, fmt.Errorf("%w: the finalizer's name", typed.ErrNilArgument)
 	case req.Deleted:
 		if !guard.IsNil(req.Object) {
 			f.last.forget(writeKey(req.Object.GetNamespace(), req.Object.GetName()))
 		}
 		return true, nil
 	case guard.IsNil(req.Object):
-		return false, fmt.Errorf("%w: the object of request %q", ErrNilArgument, req.Key)
+		return false, fmt.Errorf("%w: the object of request %q", typed.ErrNilArgument, req.Key)
 	}
 	obj := req.Object
 	namespace, name := obj.GetNamespace(), obj.GetName()

@@ -1,4 +1,4 @@
-package typed_test
+package client_test
 
 import (
 	"context"
@@ -25,6 +25,7 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 )
 
 // Widget is a CRD's Go type written by hand: no code generation, only a DeepCopyObject.
@@ -58,15 +59,15 @@ func widget(name string, size int) *unstructured.Unstructured {
 }
 
 func TestDynamicConvertsToTheUsersOwnStruct(t *testing.T) {
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{widgets: "WidgetList"}, widget("small", 1), widget("big", 9))
 	bad := widget("bad", 0)
 	bad.Object["spec"] = map[string]any{"size": "not a number"}
-	if _, err := client.Resource(widgets).Namespace("ns").Create(context.Background(), bad, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(widgets).Namespace("ns").Create(context.Background(), bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	errs := &errorLog{}
-	c := controller.New(typed.FromDynamic[*Widget](client.Resource(widgets).Namespace("ns")),
+	c := controller.New(client.FromDynamic[*Widget](dyn.Resource(widgets).Namespace("ns")),
 		controller.Options[*Widget]{OnError: errs.add})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -168,18 +169,18 @@ func (e *expiringWidgets) expire() {
 }
 
 // TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo keeps DESIGN 18 for
-// typed.Dynamic: a live widget that stops converting to *Widget, first on the watch and
+// client.Dynamic: a live widget that stops converting to *Widget, first on the watch and
 // then on a relist, is reported to the controller's error handler with the conversion
 // error, is never reported deleted and keeps its cached state; once it converts again,
 // the cache converges. And DESIGN 15: when the server deletes it while it does not
 // convert, the handlers see the deletion, with the last state that converted.
 func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{widgets: "WidgetList"}, widget("small", 1), widget("big", 9))
-	src := &expiringWidgets{ResourceInterface: client.Resource(widgets).Namespace("ns"), watching: make(chan struct{}, 1)}
+	src := &expiringWidgets{ResourceInterface: dyn.Resource(widgets).Namespace("ns"), watching: make(chan struct{}, 1)}
 	errs := &errorLog{changed: make(chan struct{}, 1)}
-	c := controller.New(typed.FromDynamic[*Widget](src), controller.Options[*Widget]{
+	c := controller.New(client.FromDynamic[*Widget](src), controller.Options[*Widget]{
 		OnError: errs.add,
 		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
 	})
@@ -296,13 +297,13 @@ type noChannelDynamicWatch struct{}
 func (noChannelDynamicWatch) ResultChan() <-chan watch.Event { return nil }
 func (noChannelDynamicWatch) Stop()                          {}
 
-// TestDynamicReportsNilFromTheDynamicClient keeps DESIGN 18 at typed.Dynamic's own
+// TestDynamicReportsNilFromTheDynamicClient keeps DESIGN 18 at client.Dynamic's own
 // boundary: a dynamic client answering List or Watch with nil (or a watch with no
 // channel) and no error is an error wrapping reflect.ErrNilResult, not a panic in the
 // converting goroutine or a watch that never delivers.
 func TestDynamicReportsNilFromTheDynamicClient(t *testing.T) {
 	ctx := context.Background()
-	if l, err := typed.FromDynamic[*Widget](nilDynamic{}).List(ctx, metav1.ListOptions{}); l != nil || !errors.Is(err, reflect.ErrNilResult) {
+	if l, err := client.FromDynamic[*Widget](nilDynamic{}).List(ctx, metav1.ListOptions{}); l != nil || !errors.Is(err, reflect.ErrNilResult) {
 		t.Errorf("List() = %v, %v; want an error wrapping ErrNilResult", l, err)
 	}
 	tests := []struct {
@@ -315,7 +316,7 @@ func TestDynamicReportsNilFromTheDynamicClient(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, err := typed.FromDynamic[*Widget](nilDynamic{watch: tt.watch}).Watch(ctx, metav1.ListOptions{})
+			w, err := client.FromDynamic[*Widget](nilDynamic{watch: tt.watch}).Watch(ctx, metav1.ListOptions{})
 			if w != nil || !errors.Is(err, reflect.ErrNilResult) {
 				t.Errorf("Watch() = %v, %v; want an error wrapping ErrNilResult", w, err)
 			}
@@ -323,11 +324,11 @@ func TestDynamicReportsNilFromTheDynamicClient(t *testing.T) {
 	}
 }
 
-// TestListDeepCopyKeepsNilItems: a typed.List holding a nil item copies it as nil rather
+// TestListDeepCopyKeepsNilItems: a client.List holding a nil item copies it as nil rather
 // than panic in the item's DeepCopyObject.
 func TestListDeepCopyKeepsNilItems(t *testing.T) {
-	l := &typed.List[*Widget]{Items: []*Widget{nil, {ObjectMeta: metav1.ObjectMeta{Name: "a"}}}}
-	got := l.DeepCopyObject().(*typed.List[*Widget])
+	l := &client.List[*Widget]{Items: []*Widget{nil, {ObjectMeta: metav1.ObjectMeta{Name: "a"}}}}
+	got := l.DeepCopyObject().(*client.List[*Widget])
 	if diff := cmp.Diff(l, got); diff != "" {
 		t.Errorf("DeepCopyObject (-want +got):\n%s", diff)
 	}
@@ -335,10 +336,10 @@ func TestListDeepCopyKeepsNilItems(t *testing.T) {
 
 func TestDynamicWatchConvertsAndStopsWithAnEventUnread(t *testing.T) {
 	ctx := context.Background()
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{widgets: "WidgetList"})
-	widgetsInNS := client.Resource(widgets).Namespace("ns")
-	src := typed.FromDynamic[*Widget](widgetsInNS)
+	widgetsInNS := dyn.Resource(widgets).Namespace("ns")
+	src := client.FromDynamic[*Widget](widgetsInNS)
 	w, err := src.Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +371,7 @@ func TestDynamicWatchConvertsAndStopsWithAnEventUnread(t *testing.T) {
 func TestStripManagedFields(t *testing.T) {
 	o := cm("a", "1")
 	o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
-	got, err := typed.StripManagedFields(o)
+	got, err := client.StripManagedFields(o)
 	if err != nil || got.ManagedFields != nil {
 		t.Errorf("StripManagedFields() = %v, %v; want no managed fields", got.ManagedFields, err)
 	}
@@ -380,7 +381,7 @@ func TestSelectorsNarrowWhatIsCached(t *testing.T) {
 	labelled := cm("in", "1")
 	labelled.Labels = map[string]string{"mirror": "true"}
 	src := fake.New[obj, list](labelled, cm("out", "1"))
-	c := controller.New(src, controller.Options[obj]{ListOptions: typed.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)})
+	c := controller.New(src, controller.Options[obj]{ListOptions: client.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()

@@ -1,4 +1,4 @@
-package typed
+package write
 
 import (
 	"container/list"
@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,7 +68,7 @@ func ClusterScoped[C any](client C) func(namespace string) C {
 }
 
 // perNamespace turns clients into a function returning the interface I, reporting a nil
-// function or a nil client as an error wrapping ErrNilArgument.
+// function or a nil client as an error wrapping typed.ErrNilArgument.
 func perNamespace[I any, C any](clients func(namespace string) C, conv func(C) I) func(namespace string) (I, error) {
 	if clients == nil {
 		return nil
@@ -74,7 +77,7 @@ func perNamespace[I any, C any](clients func(namespace string) C, conv func(C) I
 		c := clients(namespace)
 		if guard.IsNil(c) {
 			var zero I
-			return zero, fmt.Errorf("%w: the client for namespace %q", ErrNilArgument, namespace)
+			return zero, fmt.Errorf("%w: the client for namespace %q", typed.ErrNilArgument, namespace)
 		}
 		return conv(c), nil
 	}
@@ -116,7 +119,7 @@ const (
 	lastWritesLimit = 4096
 	// lastWritesMaxAge is how long a writer remembers a write that the cache it is given
 	// objects from has not caught up with: a cache still behind by then has lost its
-	// watch, and the Loop reading it has a larger problem than a stale comparison.
+	// watch, and the typed.Loop reading it has a larger problem than a stale comparison.
 	lastWritesMaxAge = 10 * time.Minute
 )
 
@@ -286,3 +289,6 @@ func errRecreated(obj, now metav1.Object) error {
 		Message: fmt.Sprintf("the object of uid %s was deleted, and an object of the same name created again (uid %s)", obj.GetUID(), now.GetUID()),
 	}})
 }
+
+// newObject is client.New, named apart from the write side's many variables named client.
+func newObject[T event.Object]() T { return client.New[T]() }

@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"errors"
@@ -13,6 +13,8 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 func deploymentStatus(d *appsv1.Deployment) *appsv1.DeploymentStatus { return &d.Status }
@@ -89,7 +91,7 @@ func TestStatusWriterUpdate(t *testing.T) {
 		react: func(_ *testing.T, cs *kubefake.Clientset) {
 			cs.PrependReactor("update", "deployments", failFirst(-1, "update", "status", notFound("deployments"), nil))
 		},
-		wantErr:     typed.ErrGone,
+		wantErr:     write.ErrGone,
 		wantCalls:   []string{updateStatus, get},
 		wantWritten: []*appsv1.Deployment{withStatus("5", appsv1.DeploymentStatus{ObservedGeneration: 4, ReadyReplicas: 2})},
 	}, {
@@ -98,7 +100,7 @@ func TestStatusWriterUpdate(t *testing.T) {
 		react: func(_ *testing.T, cs *kubefake.Clientset) {
 			cs.PrependReactor("update", "deployments", failFirst(-1, "update", "status", notFound("deployments"), nil))
 		},
-		wantErr:     typed.ErrNoStatusSubresource,
+		wantErr:     write.ErrNoStatusSubresource,
 		wantCalls:   []string{updateStatus, get},
 		wantWritten: []*appsv1.Deployment{withStatus("5", appsv1.DeploymentStatus{ObservedGeneration: 4, ReadyReplicas: 2})},
 	}}
@@ -114,13 +116,13 @@ func TestStatusWriterUpdate(t *testing.T) {
 				tt.react(t, cs)
 			}
 			cached := tt.cached.DeepCopy()
-			w := typed.NewStatusWriter(cs.AppsV1().Deployments, deploymentStatus)
+			w := write.NewStatusWriter(cs.AppsV1().Deployments, deploymentStatus)
 
 			err := w.Update(t.Context(), cached, mutate)
 
 			checkErr(t, err, tt.wantErr)
 			if tt.wantErr != nil {
-				var we *typed.WriteError
+				var we *write.WriteError
 				if !errors.As(err, &we) || we.Op != "updating status of" || we.Namespace != "shop" || we.Name != "web" {
 					t.Errorf("error %v is not a WriteError for updating status of shop/web", err)
 				}
@@ -149,7 +151,7 @@ func TestStatusWriterDoesNotRelyOnADeepDeepCopyObject(t *testing.T) {
 	before := cached.DeepCopyObject().(*Gadget)
 	before.Status.Conditions = append([]metav1.Condition(nil), cached.Status.Conditions...)
 	dyn := fakeGadgets(t, cached)
-	w := typed.NewStatusWriter(typed.FromDynamicNamespaced[*Gadget](dyn.Resource(gadgetGVR)), gadgetStatus)
+	w := write.NewStatusWriter(client.FromDynamicNamespaced[*Gadget](dyn.Resource(gadgetGVR)), gadgetStatus)
 
 	err := w.Update(t.Context(), cached, func(st *GadgetStatus) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running"})
@@ -172,20 +174,20 @@ func TestStatusWriterDoesNotRelyOnADeepDeepCopyObject(t *testing.T) {
 
 func TestStatusWriterNilArgumentsAreErrorsNotPanics(t *testing.T) {
 	cs := kubefake.NewClientset()
-	ok := typed.NewStatusWriter(cs.AppsV1().Deployments, deploymentStatus)
+	ok := write.NewStatusWriter(cs.AppsV1().Deployments, deploymentStatus)
 	obj := withStatus("1", appsv1.DeploymentStatus{})
 	mutate := func(st *appsv1.DeploymentStatus) { st.Replicas = 1 }
 	tests := []struct {
 		name   string
-		w      *typed.StatusWriter[*appsv1.Deployment, appsv1.DeploymentStatus]
+		w      *write.StatusWriter[*appsv1.Deployment, appsv1.DeploymentStatus]
 		obj    *appsv1.Deployment
 		mutate func(*appsv1.DeploymentStatus)
 	}{
 		{"a nil StatusWriter", nil, obj, mutate},
-		{"nil clients", typed.NewStatusWriter[*appsv1.Deployment, appsv1.DeploymentStatus, appsv1client.DeploymentInterface](nil, deploymentStatus), obj, mutate},
-		{"clients returning nil", typed.NewStatusWriter(func(string) appsv1client.DeploymentInterface { return nil }, deploymentStatus), obj, mutate},
-		{"a nil status function", typed.NewStatusWriter[*appsv1.Deployment, appsv1.DeploymentStatus](cs.AppsV1().Deployments, nil), obj, mutate},
-		{"a status function returning nil", typed.NewStatusWriter(cs.AppsV1().Deployments, func(*appsv1.Deployment) *appsv1.DeploymentStatus { return nil }), obj, mutate},
+		{"nil clients", write.NewStatusWriter[*appsv1.Deployment, appsv1.DeploymentStatus, appsv1client.DeploymentInterface](nil, deploymentStatus), obj, mutate},
+		{"clients returning nil", write.NewStatusWriter(func(string) appsv1client.DeploymentInterface { return nil }, deploymentStatus), obj, mutate},
+		{"a nil status function", write.NewStatusWriter[*appsv1.Deployment, appsv1.DeploymentStatus](cs.AppsV1().Deployments, nil), obj, mutate},
+		{"a status function returning nil", write.NewStatusWriter(cs.AppsV1().Deployments, func(*appsv1.Deployment) *appsv1.DeploymentStatus { return nil }), obj, mutate},
 		{"a nil object", ok, nil, mutate},
 		{"a nil mutation", ok, obj, nil},
 	}

@@ -1,4 +1,4 @@
-package typed
+package write
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/typedinformer/typedinformer/typed"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -36,7 +38,7 @@ const maxWaitingEvents = 100
 // whose kind is unknown is logged as an error and dropped, as client-go does.
 //
 // A Recorder records while Run runs, so that, like a controller, it leaves no goroutine
-// behind: a program runs it next to its controllers (RunAll, or a manager runnable). The
+// behind: a program runs it next to its controllers (typed.RunAll, or a manager runnable). The
 // events of up to 100 Eventf calls made while it is not running wait for Run; further
 // ones are dropped and logged. Events are best effort, as everywhere in Kubernetes.
 type Recorder struct {
@@ -59,10 +61,10 @@ var _ events.EventRecorderLogger = (*Recorder)(nil)
 // NewRecorder returns a Recorder that writes events through client as component, the
 // events' reportingController, which the API server requires to be a qualified name such
 // as "website-operator" or "example.com/website". It returns an error wrapping
-// ErrNilArgument for a nil client, and an error for a component the server would refuse.
+// typed.ErrNilArgument for a nil client, and an error for a component the server would refuse.
 func NewRecorder(client kubernetes.Interface, component string) (*Recorder, error) {
 	if guard.IsNil(client) {
-		return nil, fmt.Errorf("%w: the Recorder's client", ErrNilArgument)
+		return nil, fmt.Errorf("%w: the Recorder's client", typed.ErrNilArgument)
 	}
 	if errs := validation.IsQualifiedName(component); len(errs) > 0 {
 		return nil, fmt.Errorf("the Recorder's component %q is not a qualified name: %s", component, strings.Join(errs, "; "))
@@ -77,7 +79,7 @@ func NewRecorder(client kubernetes.Interface, component string) (*Recorder, erro
 // (ErrRecorderRunning).
 func (r *Recorder) Run(ctx context.Context) error {
 	if r == nil || r.s == nil {
-		return fmt.Errorf("%w: the Recorder", ErrNilArgument)
+		return fmt.Errorf("%w: the Recorder", typed.ErrNilArgument)
 	}
 	s := r.s
 	s.mu.Lock()
@@ -126,7 +128,7 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	if guard.IsNil(regarding) {
 		// client-go reads its kind, which panics, on the caller's goroutine or, for an
 		// event recorded before Run, on Run's.
-		r.log().Error(fmt.Errorf("%w: the event's regarding object %#v", ErrNilArgument, regarding), "Dropped an event", "component", r.s.component, "reason", reason)
+		r.log().Error(fmt.Errorf("%w: the event's regarding object %#v", typed.ErrNilArgument, regarding), "Dropped an event", "component", r.s.component, "reason", reason)
 		return
 	}
 	if guard.IsNil(related) {

@@ -1,4 +1,4 @@
-package typed_test
+package write_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // rvServer is an API server in memory for one kind, for the writers' tests of stale
@@ -420,14 +421,14 @@ func TestWritersReportAClientAnsweringAWriteWithANilObject(t *testing.T) {
 	cmClients := func(namespace string) nilAnswers[*corev1.ConfigMap] {
 		return nilAnswers[*corev1.ConfigMap]{cms.Namespace(namespace)}
 	}
-	owned := typed.NewOwned[*appsv1.Deployment](cmClients, deployKind)
+	owned := write.NewOwned[*appsv1.Deployment](cmClients, deployKind)
 
 	writes := map[string]func() error{
 		"StatusWriter.Update": func() error {
-			return typed.NewStatusWriter(clients, deploymentStatus).Update(t.Context(), live, readyReplicas(3))
+			return write.NewStatusWriter(clients, deploymentStatus).Update(t.Context(), live, readyReplicas(3))
 		},
 		"Finalizer.Handle": func() error {
-			_, err := typed.NewFinalizer(clients, cleanupFinalizer, func(context.Context, *appsv1.Deployment) error { return nil }).
+			_, err := write.NewFinalizer(clients, cleanupFinalizer, func(context.Context, *appsv1.Deployment) error { return nil }).
 				Handle(t.Context(), typed.Request[*appsv1.Deployment]{Key: "shop/web", Object: live})
 			return err
 		},
@@ -443,7 +444,7 @@ func TestWritersReportAClientAnsweringAWriteWithANilObject(t *testing.T) {
 	for _, name := range []string{"StatusWriter.Update", "Finalizer.Handle", "Owned.CreateOrUpdate creating", "Owned.CreateOrUpdate updating"} {
 		t.Run(name, func(t *testing.T) {
 			err := writes[name]()
-			var we *typed.WriteError
+			var we *write.WriteError
 			if !errors.Is(err, reflect.ErrNilResult) || !errors.As(err, &we) || we.Name == "" {
 				t.Errorf("%s returned %v, want a WriteError naming the object, wrapping reflect.ErrNilResult", name, err)
 			}

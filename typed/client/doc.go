@@ -1,0 +1,19 @@
+// Package client makes Kubernetes clients sources of typed objects with no code
+// generation, and the write side's clients for custom resources:
+//
+//   - A generated clientset's typed client (clientset.CoreV1().Pods(ns)), the dynamic
+//     client (as *unstructured.Unstructured) and the metadata client (as
+//     *metav1.PartialObjectMetadata) are controller.ListerWatchers as they are.
+//   - FromDynamic reads a custom resource through the dynamic client as the user's own Go
+//     struct T, converted with runtime.DefaultUnstructuredConverter, with List[T] as its
+//     list type; a *Dynamic[T] also gets, creates, updates, updates the status of and
+//     patches T, so that package write works on a custom resource's struct.
+//     FromDynamicNamespaced gives it per namespace, as the write side takes its clients.
+//   - Selectors narrows any source on the server; StripManagedFields is a ready transform
+//     that drops managedFields before objects are cached, often most of their size.
+//   - New returns a new, empty object of a type T.
+//
+// Errors: a nil client is an error wrapping controller.ErrNilArgument; an object that
+// does not convert is reported, wrapped, naming it, and a list with some such objects is
+// an error wrapping reflect.ErrIncompleteList, with the objects that did convert.
+package client

@@ -1,0 +1,75 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/typed/client"
+)
+
+// Gizmo is a CRD's Go type written by hand: no generated clientset, lister or deep-copy
+// beyond one method.
+type Gizmo struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Replicas int `json:"replicas"`
+	} `json:"spec"`
+}
+
+func (g *Gizmo) DeepCopyObject() runtime.Object {
+	out := *g
+	g.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// FromDynamic watches a custom resource through the dynamic client and hands the
+// controller the user's own Go struct.
+func ExampleFromDynamic() {
+	gizmos := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{gizmos: "GizmoList"},
+		&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.com/v1", "kind": "Gizmo",
+			"metadata": map[string]any{"namespace": "lab", "name": "g1"},
+			"spec":     map[string]any{"replicas": int64(3)},
+		}})
+	c := controller.New[*Gizmo, *client.List[*Gizmo]](client.FromDynamic[*Gizmo](dyn.Resource(gizmos).Namespace("lab")))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	_ = c.WaitForSync(ctx)
+	g, _ := c.Store().GetByName("lab", "g1")
+	fmt.Println(g.Name, "replicas:", g.Spec.Replicas)
+	cancel()
+	<-done
+	// Output: g1 replicas: 3
+}
+
+// StripManagedFields drops managedFields before objects are cached, often most of their
+// size.
+func ExampleStripManagedFields() {
+	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "default", Name: "big", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}})
+	c := controller.New(src, controller.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	_ = c.WaitForSync(ctx)
+	cm, _ := c.Store().GetByName("default", "big")
+	fmt.Println("managed fields cached:", len(cm.ManagedFields))
+	cancel()
+	<-done
+	// Output: managed fields cached: 0
+}

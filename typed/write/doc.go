@@ -1,0 +1,27 @@
+// Package write is the write side of a controller: what a reconciler writes to the API
+// server, conflict-safe, never from a stale copy, and never over another controller's
+// object.
+//
+//   - StatusWriter writes an object's status through the status subresource, only when
+//     it changed, retrying conflicts on a fresh read.
+//   - Owned creates or updates an object the reconciled one controls (its controller
+//     reference set), writing nothing when it is already as it should be, and refusing an
+//     object controlled by another owner (OwnerConflictError, ErrControlledByOther).
+//     WithCache reads the owned object from a cache first.
+//   - Finalizer adds a finalizer to live objects and, once one is being deleted, runs
+//     its cleanup and removes the finalizer, so that no deletion is missed even while no
+//     replica runs.
+//   - Recorder writes Events through events.k8s.io/v1, as client-go's tools/events does.
+//
+// Each writer takes its client as a function from a namespace to a client of that
+// namespace (a generated client's method value such as clientset.AppsV1().Deployments,
+// client.FromDynamicNamespaced for a custom resource's Go struct, or ClusterScoped for a
+// cluster-scoped kind), from which Go infers the object type.
+//
+// A writer remembers the last object it wrote (bounded in number and age) so that a copy
+// older than its own write, from a cache that has not caught up, is never written back:
+// it reads the server instead. A write to an object deleted and created again under the
+// same name is ErrGone. Failed writes are WriteErrors naming the verb and the object;
+// nil arguments are errors wrapping controller.ErrNilArgument (typed.ErrNilArgument);
+// a client that answers a nil object and no error gives reflect.ErrNilResult.
+package write
