@@ -320,9 +320,9 @@ func (c *Controller[T, L]) AddHandler(name string, h Handler[T]) (*Registration,
 			err = ErrStopped
 			return
 		}
-		r.backlog.Update(func(f *queue.FIFO[T], mark bool) {
+		r.backlog.Update(func(pending queue.Pending[T]) {
 			store.Range(func(key string, obj T) bool {
-				f.Push(key, event.Event[T]{Type: event.Added, Object: obj, Sync: true}, mark)
+				pending.Push(event.Event[T]{Type: event.Added, Key: key, Object: obj, Sync: true})
 				return true
 			})
 		})

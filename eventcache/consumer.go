@@ -35,7 +35,8 @@ func (f SinkFunc[T]) Deliver(batch []event.Event[T]) { f(batch) }
 //     version, when both are integers), is dropped: duplicates are not delivered twice and
 //     the cache never goes back in time. Older ones are reported as ErrStaleEvent.
 //
-// Its methods are called by a single drain loop, one batch at a time (see Consumer).
+// It is a queue.Consumer: its methods are called by a single drain loop, one batch at a
+// time.
 type ResourceTrackingConsumer[T event.Object] struct {
 	w       *Writer[T]
 	sink    Sink[T]

@@ -63,18 +63,8 @@ func (c ListCompleteness) String() string {
 	return "complete"
 }
 
-// Consumer receives batches of pending events from the collection's drain loop (see
-// queue.Consumer): Apply, with the collection locked, brings the known objects up to date,
-// so that Replace and Synchronize always see them consistent with the pending queues;
-// Deliver, with the collection unlocked, hands the events on, so that the reflector's Add
-// does not wait for delivery; Report gets the errors Apply found, with nothing locked.
-type Consumer[T event.Object] = queue.Consumer[T]
-
 // ErrInvalidEvent is returned, wrapped, by Add for an event with no valid type.
 var ErrInvalidEvent = errors.New("invalid event")
-
-// ErrClosed is returned by Drain when the collection was closed.
-var ErrClosed = queue.ErrClosed
 
 // ErrCallbackPanicked is wrapped, with the value and the stack, by the error a user's
 // KeyFunc or IndexFunc that panicked is turned into: the object is then one it failed on.
@@ -83,7 +73,12 @@ var ErrCallbackPanicked = errors.New("callback panicked")
 // Options configure an EventQueueCollection.
 type Options[T event.Object] struct {
 	// KeyFunc computes keys; event.ObjectKey when nil. An object it panics on is one it
-	// returned an error for (the panic wraps ErrCallbackPanicked).
+	// returned an error for (the panic wraps ErrCallbackPanicked). It runs in Add and
+	// Replace, on their caller's goroutine (the reflector's). With the default, Add only
+	// checks that a watch event's object has a key, and the drain loop builds the key
+	// string as it sorts the pushed events (see the queue package doc). Either way the key
+	// is computed once: the consumer, the handlers and everything after them read it from
+	// event.Event.Key.
 	KeyFunc event.KeyFunc[T]
 	// Compression selects the compression rules; queue.Compress by default.
 	Compression queue.Compression
@@ -141,7 +136,8 @@ func (c *EventQueueCollection[T]) Add(e event.Event[T]) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	c.backlog.Push(key, e)
+	e.Key = key
+	c.backlog.Push(e)
 	return nil
 }
 
@@ -202,54 +198,50 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string, completeness Li
 		completeness = IncompleteList
 	}
 
-	c.backlog.Update(func(fifo *queue.FIFO[T], mark bool) {
+	c.backlog.Update(func(pending queue.Pending[T]) {
 		// With nothing known or pending, as on the first list, nothing can be gone; from an
 		// incomplete list, nothing is known to be gone.
 		var listed map[string]struct{}
-		deletes := completeness == CompleteList && (c.known.Len() > 0 || fifo.Len() > 0)
+		deletes := completeness == CompleteList && (c.known.Len() > 0 || pending.Len() > 0)
 		if deletes {
 			listed = make(map[string]struct{}, len(keys))
 			for _, key := range keys {
 				listed[key] = struct{}{}
 			}
 		}
-		fifo.Grow(len(objects))
+		pending.Grow(len(objects))
 		if c.known.Len() == 0 {
 			c.known.reserve(objects)
 		}
 		for i, obj := range objects {
-			fifo.Push(keys[i], event.Event[T]{Type: event.Added, Object: obj, Sync: true}, mark)
+			pending.Push(event.Event[T]{Type: event.Added, Key: keys[i], Object: obj, Sync: true})
 		}
 		if deletes {
 			var gone []event.Event[T]
-			var goneKeys []string
 			c.known.Range(func(key string, obj T) bool {
 				if _, ok := listed[key]; !ok {
-					goneKeys = append(goneKeys, key)
-					gone = append(gone, event.Event[T]{Type: event.Deleted, Object: obj, Sync: true, FinalStateUnknown: true})
+					gone = append(gone, event.Event[T]{Type: event.Deleted, Key: key, Object: obj, Sync: true, FinalStateUnknown: true})
 				}
 				return true
 			})
-			fifo.Range(func(key string, _ *queue.EventQueue[T]) bool {
+			pending.Range(func(key string, _ []event.Event[T]) bool {
 				if _, ok := listed[key]; !ok && !c.known.has(key) {
-					goneKeys = append(goneKeys, key)
-					gone = append(gone, event.Event[T]{Type: event.Deleted, Sync: true, FinalStateUnknown: true})
+					gone = append(gone, event.Event[T]{Type: event.Deleted, Key: key, Sync: true, FinalStateUnknown: true})
 				}
 				return true
 			})
-			for i, key := range goneKeys {
-				e := gone[i]
-				if q := fifo.Pending(key); q != nil {
-					if last, ok := q.Last(); ok && last.Type != event.Deleted {
+			for _, e := range gone {
+				if events := pending.Events(e.Key); len(events) > 0 {
+					if last := events[len(events)-1]; last.Type != event.Deleted {
 						e.Object = last.Object // the newest state the pipeline has seen
 					}
 				}
-				fifo.Push(key, e, mark)
+				pending.Push(e)
 			}
 		}
 	})
-	// The first list is the initial state: its keys were marked, and the collection has
-	// synced once they are consumed.
+	// The first list is the initial state (pushed before Seal), and the collection has
+	// synced once its keys are consumed.
 	c.backlog.Seal()
 	return errors.Join(errs...)
 }
@@ -271,27 +263,31 @@ func withKeys[T event.Object](objects []T, keys []string) ([]T, []string) {
 // delivered has already been applied to the known objects, so a resync never resurrects
 // an object.
 func (c *EventQueueCollection[T]) Synchronize() error {
-	c.backlog.Update(func(fifo *queue.FIFO[T], mark bool) {
+	c.backlog.Update(func(pending queue.Pending[T]) {
 		var keys []string
 		var objs []T
 		c.known.Range(func(key string, obj T) bool {
-			if fifo.Pending(key) == nil {
+			if pending.Events(key) == nil {
 				keys, objs = append(keys, key), append(objs, obj)
 			}
 			return true
 		})
 		for i, key := range keys {
-			fifo.Push(key, event.Event[T]{Type: event.Modified, Object: objs[i], Sync: true}, mark)
+			pending.Push(event.Event[T]{Type: event.Modified, Key: key, Object: objs[i], Sync: true})
 		}
 	})
 	return nil
 }
 
 // Drain is the single drain loop: it hands the pending keys' events, in line order and in
-// batches, to consumer (Apply with the collection locked, Deliver unlocked). It returns
-// when ctx is done (with ctx.Err()) or the collection is closed (with ErrClosed). Only one
-// Drain may run at a time.
-func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
+// batches, to consumer (see queue.Consumer): Apply, with the collection locked, brings
+// the known objects up to date, so that Replace and Synchronize always see them
+// consistent with the pending events; Deliver, with the collection unlocked, hands the
+// events on, so that the reflector's Add does not wait for delivery; Report gets the
+// errors Apply found, with nothing locked. The stock consumer is a
+// ResourceTrackingConsumer. Drain returns when ctx is done (with ctx.Err()) or the
+// collection is closed (with queue.ErrClosed). Only one Drain may run at a time.
+func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer queue.Consumer[T]) error {
 	return c.backlog.Drain(ctx, consumer)
 }
 

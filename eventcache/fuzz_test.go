@@ -91,9 +91,9 @@ func FuzzEventQueueCollection(f *testing.F) {
 			case 6:
 				drainAll()
 			}
-			c.backlog.Update(func(f *queue.FIFO[obj], _ bool) {
-				f.Range(func(k string, q *queue.EventQueue[obj]) bool {
-					if n := len(q.Events()); n > queue.MaxCompressedLen {
+			c.backlog.Update(func(p queue.Pending[obj]) {
+				p.Range(func(k string, events []event.Event[obj]) bool {
+					if n := len(events); n > queue.MaxCompressedLen {
 						t.Errorf("key %s holds %d pending events, more than %d", k, n, queue.MaxCompressedLen)
 					}
 					return true

@@ -29,12 +29,12 @@ const maxBatch = 128
 
 // Consumer receives a Backlog's keys from its drain loop, a batch at a time. Each event
 // of a batch carries its key in Event.Key; a batch holds every pending event of each of
-// its keys, oldest first and grouped by key, keys in line order.
+// its keys, oldest first and grouped by key, keys in line order. The event cache's
+// ResourceTrackingConsumer and every handler's runner are Consumers.
 //
-// Apply runs with the backlog's FIFO locked, so that whoever changes the backlog through
-// Update sees what Apply changed and the pending events as one consistent state (pushes
-// do not wait for it); it returns the
-// events to deliver (it may rewrite events in place, drop some, or return a new slice)
+// Apply runs with the backlog's pending events locked, so that whoever changes the
+// backlog through Update sees what Apply changed and the pending events as one consistent
+// state (pushes do not wait for it); it returns the events to deliver (it may rewrite events in place, drop some, or return a new slice)
 // and the errors to report. Deliver runs with nothing locked, so that producers never
 // wait for it. Report, when Apply returned errors, runs after Deliver, with nothing
 // locked and once the batch no longer counts as being consumed, so that it may call
@@ -49,12 +49,16 @@ type Consumer[T event.Object] interface {
 type BacklogOptions[T event.Object] struct {
 	// Compression selects the compression rules; Compress by default.
 	Compression Compression
-	// Known reports whether the consumer knows key before first, its first pending event
-	// (see NewFIFO); KnownFromFirstEvent when nil.
+	// Known reports whether the consumer knows key before first, the first event of a
+	// newly pending key. It is asked at most once per pending key, and only when a
+	// compression rule depends on the answer. When nil, an addition means the key was not
+	// known and anything else that it was, which fits consumers whose events are already
+	// resolved against what they know, such as a handler's.
 	Known func(key string, first event.Event[T]) bool
-	// Key computes the key of an event pushed with an empty key, on the goroutine that
-	// sorts the inbox (normally the drain loop), with the backlog locked. Pushers that
-	// always pass a key need none.
+	// Key computes the key of an event pushed with an empty Event.Key, on the goroutine
+	// that sorts the inbox (normally the drain loop), with the backlog locked: this is
+	// where the event cache builds its default keys (see the package doc). Pushers that
+	// always set the key need none.
 	Key func(obj T) string
 	// OnSynced, when set, is called once, with nothing locked, when the backlog has
 	// synced (see Backlog.HasSynced). It runs on the goroutine that made it so, before
@@ -70,29 +74,31 @@ type BacklogOptions[T event.Object] struct {
 	Depth func(pendingKeys int)
 }
 
-// Backlog is the pipeline's one keyed-backlog stage: pending events per key (a FIFO,
-// with its compression rules), a single drain loop that hands them to a Consumer in
+// Backlog is the pipeline's one keyed-backlog stage: pending events per key (keys in the
+// order each first became pending, with the compression rules), a single drain loop that hands them to a Consumer in
 // batches, initial-sync tracking, and pauses between batches for callers of Between. The
 // event cache drains its Backlog into the consumer that keeps the known objects; every
 // handler drains its own into the handler. All methods are safe for concurrent use.
 //
-// Initial-sync tracking: every event pushed before Seal is marked; the backlog has synced
-// once it is sealed and every marked key has been delivered.
+// Initial-sync tracking: every event pushed before Seal, by any of Push, PushBatch and
+// Update, belongs to the initial state; the backlog has synced once it is sealed and
+// every key of the initial state has been delivered. The backlog keeps that mark itself:
+// no caller passes it.
 //
 // Pushes only append to an inbox, under a lock of its own held for the append alone. The
-// drain loop sorts the inbox into the FIFO (computing missing keys, applying the
-// compression rules) under the FIFO's lock before it takes each batch, so a pusher, such
+// drain loop sorts the inbox into the pending events (computing missing keys, applying
+// the compression rules) under their lock before it takes each batch, so a pusher, such
 // as the reflector reading a watch, neither does per-key work nor waits for it. Whoever
-// needs the FIFO exact (Update, Len, Seal) sorts the inbox first, and so does a pusher
-// that finds it full: it never holds more than maxInbox events and one push, which keeps
-// memory bounded by keys while the drain loop is held off.
+// needs the pending events exact (Update, Len, Seal) sorts the inbox first, and so does a
+// pusher that finds it full: it never holds more than maxInbox events and one push, which
+// keeps memory bounded by keys while the drain loop is held off.
 type Backlog[T event.Object] struct {
 	opts BacklogOptions[T]
 
 	// fifoMu guards the FIFO and the sync state. The drain loop holds it while it sorts
 	// the inbox and applies a batch. Lock order: fifoMu, then mu.
 	fifoMu   sync.Mutex
-	fifo     *FIFO[T]
+	fifo     *fifo[T]
 	spare    []event.Event[T] // the previous inbox's array, for reuse
 	inflight int              // marked keys in the batch being consumed
 	buf      []event.Event[T]
@@ -123,24 +129,24 @@ type Backlog[T event.Object] struct {
 // NewBacklog returns an empty, unsealed Backlog.
 func NewBacklog[T event.Object](opts BacklogOptions[T]) *Backlog[T] {
 	if opts.Known == nil {
-		opts.Known = KnownFromFirstEvent[T]
+		opts.Known = knownFromFirstEvent[T]
 	}
-	b := &Backlog[T]{fifo: NewFIFO(opts.Compression, opts.Known), opts: opts}
+	b := &Backlog[T]{fifo: newFIFO(opts.Compression, opts.Known), opts: opts}
 	b.cond.L = &b.mu
 	b.idle.L = &b.mu
 	return b
 }
 
-// Push adds e to key's pending events; with an empty key, BacklogOptions.Key computes it
-// when the event is sorted. It never waits for the consumer.
-func (b *Backlog[T]) Push(key string, e event.Event[T]) {
-	e.Key = key
+// Push adds e to the pending events of its Event.Key; with an empty key,
+// BacklogOptions.Key computes it when the event is sorted. It never waits for the
+// consumer.
+func (b *Backlog[T]) Push(e event.Event[T]) {
 	b.mu.Lock()
 	b.inbox = append(b.inbox, e)
 	b.pushed()
 }
 
-// PushBatch adds every event of batch, each under its Event.Key, in order, with one lock
+// PushBatch adds every event of batch, each as Push does, in order, with one lock
 // acquisition. It never waits for the consumer.
 func (b *Backlog[T]) PushBatch(batch []event.Event[T]) {
 	b.mu.Lock()
@@ -205,14 +211,16 @@ func (b *Backlog[T]) fifoChanged() {
 	}
 }
 
-// Update calls fn with the FIFO locked, holding every event pushed so far, for changes
-// that must be atomic with respect to the consumer's Apply (a relist that reads the
-// consumer's known objects and pushes many keys at once). mark is what fn must pass to
-// FIFO.Push: whether pushes count toward the initial sync. fn must not call the Backlog.
-func (b *Backlog[T]) Update(fn func(f *FIFO[T], mark bool)) {
+// Update calls fn with the backlog locked, holding every event pushed so far, for
+// changes that must be atomic with respect to the consumer's Apply: a relist that reads
+// the consumer's known objects and the pending events, and pushes many keys at once, or
+// a new handler's initial state. fn reads and pushes through p, which is valid only
+// while fn runs; what fn pushes before Seal belongs to the initial state, as with Push.
+// fn must not call the Backlog.
+func (b *Backlog[T]) Update(fn func(p Pending[T])) {
 	b.fifoMu.Lock()
 	b.sort()
-	fn(b.fifo, !b.sealed)
+	fn(Pending[T]{b: b})
 	b.fifoChanged()
 	syncedNow := b.checkSynced()
 	b.fifoMu.Unlock()
@@ -220,14 +228,46 @@ func (b *Backlog[T]) Update(fn func(f *FIFO[T], mark bool)) {
 	b.callbacks(syncedNow)
 }
 
-// Seal ends the initial state: events pushed from now on are not marked, and the backlog
-// syncs once the marked keys are delivered. Seal is idempotent.
+// Pending is a Backlog's pending events as Update's function sees them: locked, and
+// consistent with what the consumer's Apply has changed. It reads them and pushes whole
+// events, each under its Event.Key. It is valid only while that function runs.
+type Pending[T event.Object] struct{ b *Backlog[T] }
+
+// Len returns the number of keys with pending events.
+func (p Pending[T]) Len() int { return p.b.fifo.Len() }
+
+// Events returns key's pending events, oldest first, or nil when nothing is pending for
+// key. The slice is the backlog's own: it must not be changed, and is valid until the
+// next Push.
+func (p Pending[T]) Events(key string) []event.Event[T] {
+	if q := p.b.fifo.Pending(key); q != nil {
+		return q.Events()
+	}
+	return nil
+}
+
+// Range calls fn with each pending key and its events, in line order, until fn returns
+// false. fn must not push, nor change the events.
+func (p Pending[T]) Range(fn func(key string, events []event.Event[T]) bool) {
+	p.b.fifo.Range(func(key string, q *eventQueue[T]) bool { return fn(key, q.Events()) })
+}
+
+// Push adds e to the pending events of its Event.Key, applying the compression rules at
+// once. The key is taken as it is: BacklogOptions.Key computes none here.
+func (p Pending[T]) Push(e event.Event[T]) { p.b.fifo.Push(e.Key, e, !p.b.sealed) }
+
+// Grow makes room for n more pending keys, so that a burst such as a relist does not
+// grow the backlog's map step by step.
+func (p Pending[T]) Grow(n int) { p.b.fifo.Grow(n) }
+
+// Seal ends the initial state: events pushed from now on are not part of it, and the
+// backlog syncs once the keys of the initial state are delivered. Seal is idempotent.
 func (b *Backlog[T]) Seal() {
 	b.fifoMu.Lock()
 	b.mu.Lock()
 	b.sealed = true
 	b.mu.Unlock()
-	b.sort() // marked events may have cancelled out: only the FIFO can tell
+	b.sort() // events of the initial state may have cancelled out: only the FIFO can tell
 	syncedNow := b.checkSynced()
 	b.fifoMu.Unlock()
 	b.callbacks(syncedNow)
@@ -296,10 +336,10 @@ func (b *Backlog[T]) callDepth(n int) {
 }
 
 // Drain is the single drain loop: it hands the pending keys, in line order and in
-// batches, to consumer (Apply with the FIFO locked, Deliver and Report unlocked). It
-// returns when ctx is done (with ctx.Err()) or the backlog is closed (with ErrClosed),
-// after the batch being consumed, if any, has been delivered. Only one Drain may run at a
-// time.
+// batches, to consumer (Apply with the pending events locked, Deliver and Report
+// unlocked). It returns when ctx is done (with ctx.Err()) or the backlog is closed (with
+// ErrClosed), after the batch being consumed, if any, has been delivered. Only one Drain
+// may run at a time.
 func (b *Backlog[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
 	// The wake-up on cancellation runs in a goroutine of its own; Drain waits for it, so
 	// that nothing of the backlog outlives the drain loop.
@@ -337,11 +377,11 @@ func (b *Backlog[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
 }
 
 // Consume hands up to maxKeys of the longest-pending keys to consumer on the calling
-// goroutine, as one batch of the drain loop (Apply with the FIFO locked, Deliver and
-// Report unlocked), and returns how many keys it consumed: 0 when nothing is pending. It
-// waits while a Between function runs. It is for owners that drive the backlog step by
-// step, such as tests interleaving pushes with consumption; it must not run at the same
-// time as Drain or another Consume.
+// goroutine, as one batch of the drain loop (Apply with the pending events locked,
+// Deliver and Report unlocked), and returns how many keys it consumed: 0 when nothing is
+// pending. It waits while a Between function runs. It is for owners that drive the
+// backlog step by step, such as tests interleaving pushes with consumption; it must not
+// run at the same time as Drain or another Consume.
 func (b *Backlog[T]) Consume(consumer Consumer[T], maxKeys int) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -446,7 +486,7 @@ func (b *Backlog[T]) Close() {
 }
 
 // Clear drops every pending key and event, so that nothing the backlog held stays
-// reachable through it. Marked keys dropped this way never sync.
+// reachable through it. Keys of the initial state dropped this way never sync.
 func (b *Backlog[T]) Clear() {
 	b.fifoMu.Lock()
 	b.mu.Lock()

@@ -70,7 +70,7 @@ func (c *consumer) got() [][]step {
 }
 
 func push(b *queue.Backlog[*corev1.ConfigMap], key, rv string, typ event.Type) {
-	b.Push("ns/"+key, ev{Type: typ, Object: cm(key, rv)})
+	b.Push(ev{Type: typ, Key: "ns/" + key, Object: cm(key, rv)})
 }
 
 func TestConsumeHandsOverKeysInLineOrderEachEventWithItsKey(t *testing.T) {
@@ -147,6 +147,17 @@ func TestDrainTakesManyKeysPerBatchWhileTheConsumerIsBusy(t *testing.T) {
 	}
 }
 
+// sealThenConsumeTwo seals b, then consumes two keys one at a time, and returns HasSynced
+// after each step.
+func sealThenConsumeTwo(b *queue.Backlog[*corev1.ConfigMap], c *consumer) map[string]bool {
+	b.Seal()
+	sealed := b.HasSynced()
+	b.Consume(c, 1)
+	one := b.HasSynced()
+	b.Consume(c, 1)
+	return map[string]bool{"sealed": sealed, "one delivered": one, "both delivered": b.HasSynced()}
+}
+
 func TestBacklogSyncsOnceSealedAndEveryMarkedKeyIsDelivered(t *testing.T) {
 	tests := []struct {
 		name string
@@ -166,12 +177,7 @@ func TestBacklogSyncsOnceSealedAndEveryMarkedKeyIsDelivered(t *testing.T) {
 		run: func(b *queue.Backlog[*corev1.ConfigMap], c *consumer) map[string]bool {
 			push(b, "a", "1", event.Added)
 			push(b, "b", "2", event.Added)
-			b.Seal()
-			sealed := b.HasSynced()
-			b.Consume(c, 1)
-			one := b.HasSynced()
-			b.Consume(c, 1)
-			return map[string]bool{"sealed": sealed, "one delivered": one, "both delivered": b.HasSynced()}
+			return sealThenConsumeTwo(b, c)
 		},
 		want: map[string]bool{"sealed": false, "one delivered": false, "both delivered": true},
 	}, {
@@ -193,6 +199,28 @@ func TestBacklogSyncsOnceSealedAndEveryMarkedKeyIsDelivered(t *testing.T) {
 			return map[string]bool{"sealed": b.HasSynced()}
 		},
 		want: map[string]bool{"sealed": true},
+	}, {
+		name: "keys pushed by Update",
+		run: func(b *queue.Backlog[*corev1.ConfigMap], c *consumer) map[string]bool {
+			b.Update(func(p queue.Pending[*corev1.ConfigMap]) {
+				p.Push(ev{Type: event.Added, Key: "ns/a", Object: cm("a", "1")})
+				p.Push(ev{Type: event.Added, Key: "ns/b", Object: cm("b", "2")})
+			})
+			return sealThenConsumeTwo(b, c)
+		},
+		want: map[string]bool{"sealed": false, "one delivered": false, "both delivered": true},
+	}, {
+		name: "keys pushed by Update after the seal do not hold it up",
+		run: func(b *queue.Backlog[*corev1.ConfigMap], c *consumer) map[string]bool {
+			push(b, "a", "1", event.Added)
+			b.Seal()
+			b.Update(func(p queue.Pending[*corev1.ConfigMap]) {
+				p.Push(ev{Type: event.Added, Key: "ns/b", Object: cm("b", "2")})
+			})
+			b.Consume(c, 1)
+			return map[string]bool{"initial key delivered": b.HasSynced()}
+		},
+		want: map[string]bool{"initial key delivered": true},
 	}, {
 		name: "sealing twice",
 		run: func(b *queue.Backlog[*corev1.ConfigMap], c *consumer) map[string]bool {
@@ -426,5 +454,45 @@ func TestPushesWithNoDrainKeepMemoryBoundedByKeys(t *testing.T) {
 	}}
 	if diff := cmp.Diff(want, c.got()); diff != "" {
 		t.Errorf("what the pushes left (-want +got):\n%s", diff)
+	}
+}
+
+// Update's function sees every event pushed before it, sorted by key and compressed, and
+// its pushes join them under the same rules.
+func TestUpdateSeesEveryPushedEventAndPushesUnderTheSameRules(t *testing.T) {
+	b := queue.NewBacklog(queue.BacklogOptions[*corev1.ConfigMap]{})
+	push(b, "a", "1", event.Added)
+	push(b, "b", "2", event.Added)
+	push(b, "a", "3", event.Modified)
+	type seen struct {
+		Len    int
+		Line   []string
+		EventA []string
+		None   bool
+	}
+	var got seen
+	b.Update(func(p queue.Pending[*corev1.ConfigMap]) {
+		p.Push(ev{Type: event.Modified, Key: "ns/b", Object: cm("b", "4")}) // merges into b's addition
+		p.Push(ev{Type: event.Added, Key: "ns/c", Object: cm("c", "5")})
+		got.Len = p.Len()
+		p.Range(func(key string, events []ev) bool {
+			got.Line = append(got.Line, fmt.Sprintf("%s:%d", key, len(events)))
+			return true
+		})
+		for _, e := range p.Events("ns/a") {
+			got.EventA = append(got.EventA, fmt.Sprintf("%s %s", e.Type, e.Object.ResourceVersion))
+		}
+		got.None = p.Events("ns/z") == nil
+	})
+	want := seen{Len: 3, Line: []string{"ns/a:1", "ns/b:1", "ns/c:1"}, EventA: []string{"ADDED 3"}, None: true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Update saw (-want +got):\n%s", diff)
+	}
+	c := &consumer{}
+	for b.Consume(c, 1) > 0 {
+	}
+	wantSteps := [][]step{{{"ns/a", event.Added, "3"}}, {{"ns/b", event.Added, "4"}}, {{"ns/c", event.Added, "5"}}}
+	if diff := cmp.Diff(wantSteps, c.got()); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
 	}
 }

@@ -9,24 +9,30 @@ import (
 	"github.com/typedinformer/typedinformer/queue"
 )
 
+// printer is a Consumer that prints what it is handed.
+type printer struct{}
+
+func (printer) Apply(batch []ev) ([]ev, []error) { return batch, nil }
+
+func (printer) Deliver(batch []ev) {
+	for _, e := range batch {
+		fmt.Println(e.Key, e.Type, e.Object.ResourceVersion)
+	}
+}
+
+func (printer) Report([]error) {}
+
 // A stalled consumer costs one small queue per key: three modifications of the same
 // ConfigMap wait as one event with the newest state, and a key created and deleted before
 // the consumer saw it disappears.
-func ExampleFIFO() {
-	f := queue.NewFIFO(queue.Compress, queue.KnownFromFirstEvent[*corev1.ConfigMap])
+func ExampleBacklog() {
+	b := queue.NewBacklog(queue.BacklogOptions[*corev1.ConfigMap]{Compression: queue.Compress})
 	for _, rv := range []string{"1", "2", "3"} {
-		f.Push("ns/a", event.Event[*corev1.ConfigMap]{Type: event.Modified, Object: cm("a", rv)}, false)
+		b.Push(event.Event[*corev1.ConfigMap]{Type: event.Modified, Key: "ns/a", Object: cm("a", rv)})
 	}
-	f.Push("ns/b", event.Event[*corev1.ConfigMap]{Type: event.Added, Object: cm("b", "4")}, false)
-	f.Push("ns/b", event.Event[*corev1.ConfigMap]{Type: event.Deleted, Object: cm("b", "5")}, false)
-	for {
-		key, events, _, ok := f.Pop(nil)
-		if !ok {
-			break
-		}
-		for _, e := range events {
-			fmt.Println(key, e.Type, e.Object.ResourceVersion)
-		}
+	b.Push(event.Event[*corev1.ConfigMap]{Type: event.Added, Key: "ns/b", Object: cm("b", "4")})
+	b.Push(event.Event[*corev1.ConfigMap]{Type: event.Deleted, Key: "ns/b", Object: cm("b", "5")})
+	for b.Consume(printer{}, 1) > 0 {
 	}
 	// Output:
 	// ns/a MODIFIED 3

@@ -23,3 +23,16 @@ const MaxInbox = maxInbox
 // ShrinkPeak is shrinkPeak, for tests: a FIFO drops popped keys from its map past
 // 4 times the pending keys plus ShrinkPeak.
 const ShrinkPeak = shrinkPeak
+
+// FIFO is fifo, for the tests of the compression rules and the line of keys.
+type FIFO[T event.Object] = fifo[T]
+
+// NewFIFO is newFIFO, for tests.
+func NewFIFO[T event.Object](c Compression, known func(key string, first event.Event[T]) bool) *FIFO[T] {
+	return newFIFO(c, known)
+}
+
+// KnownFromFirstEvent is knownFromFirstEvent, for tests.
+func KnownFromFirstEvent[T event.Object](key string, first event.Event[T]) bool {
+	return knownFromFirstEvent(key, first)
+}

@@ -2,14 +2,15 @@ package queue
 
 import "github.com/typedinformer/typedinformer/event"
 
-// FIFO is a set of per-key EventQueues served in the order in which each key first became
-// pending. A key is in the FIFO at most once; new events for a pending key join its queue
-// without moving it. FIFO is not safe for concurrent use: its owner locks.
+// fifo is a set of per-key eventQueues served in the order in which each key first became
+// pending: a Backlog's pending events. A key is in the fifo at most once; new events for a
+// pending key join its queue without moving it. A fifo is not safe for concurrent use: its
+// Backlog locks.
 //
-// A key can be marked when it is pushed; the FIFO counts the marked keys that are still
-// pending, which is how owners tell when everything of an initial list has been handed
-// on (see Marked).
-type FIFO[T event.Object] struct {
+// A key can be marked when it is pushed; the fifo counts the marked keys that are still
+// pending, which is how a Backlog tells when everything of its initial state has been
+// handed on (see Marked).
+type fifo[T event.Object] struct {
 	// entries holds the pending keys' entries and the popped ones (see popped).
 	entries    map[string]*entry[T]
 	head, tail *entry[T]
@@ -40,7 +41,7 @@ type FIFO[T event.Object] struct {
 
 type entry[T event.Object] struct {
 	key        string
-	q          EventQueue[T]
+	q          eventQueue[T]
 	marked     bool
 	out        bool // popped: in entries and in the popped list, not in line
 	prev, next *entry[T]
@@ -63,23 +64,23 @@ const (
 	maxFree = 4096
 )
 
-// NewFIFO returns an empty FIFO. known reports whether the consumer knows key before first,
+// newFIFO returns an empty fifo. known reports whether the consumer knows key before first,
 // the first event of a newly pending key; it is asked at most once per pending key, and
 // only when a compression rule depends on the answer.
-func NewFIFO[T event.Object](c Compression, known func(key string, first event.Event[T]) bool) *FIFO[T] {
-	return &FIFO[T]{entries: make(map[string]*entry[T]), compression: c, known: known}
+func newFIFO[T event.Object](c Compression, known func(key string, first event.Event[T]) bool) *fifo[T] {
+	return &fifo[T]{entries: make(map[string]*entry[T]), compression: c, known: known}
 }
 
-// KnownFromFirstEvent is a known function for consumers whose events are already
-// resolved against what they know, such as a handler's backlog: an addition means the
-// key was not known, anything else that it was.
-func KnownFromFirstEvent[T event.Object](_ string, first event.Event[T]) bool {
+// knownFromFirstEvent is the known function of a Backlog whose BacklogOptions.Known is
+// nil, for consumers whose events are already resolved against what they know, such as a
+// handler's backlog: an addition means the key was not known, anything else that it was.
+func knownFromFirstEvent[T event.Object](_ string, first event.Event[T]) bool {
 	return first.Type != event.Added
 }
 
 // Grow makes room for n more pending keys, so that a burst such as a relist does not
 // rehash the map as it grows.
-func (f *FIFO[T]) Grow(n int) {
+func (f *fifo[T]) Grow(n int) {
 	if len(f.entries) == 0 && n > growMin {
 		f.entries = make(map[string]*entry[T], n)
 	}
@@ -88,7 +89,7 @@ func (f *FIFO[T]) Grow(n int) {
 // Push adds e to key's queue, applying the compression rules, and appends key to the end
 // of the line if it was not pending. If mark is true the key is marked until it is popped.
 // A push can also cancel the key's pending events, which removes the key from the line.
-func (f *FIFO[T]) Push(key string, e event.Event[T], mark bool) {
+func (f *fifo[T]) Push(key string, e event.Event[T], mark bool) {
 	en, ok := f.entries[key]
 	// lookup answers the queue's question whether the consumer knew the key; it does not
 	// escape, so it costs no allocation.
@@ -140,7 +141,7 @@ func (f *FIFO[T]) Push(key string, e event.Event[T], mark bool) {
 // to buf, returning the key, the extended buf and whether the key was marked. ok is false
 // when nothing is pending. Passing the previous call's buf[:0] makes popping allocation
 // free.
-func (f *FIFO[T]) Pop(buf []event.Event[T]) (key string, events []event.Event[T], marked bool, ok bool) {
+func (f *fifo[T]) Pop(buf []event.Event[T]) (key string, events []event.Event[T], marked bool, ok bool) {
 	en := f.head
 	if en == nil {
 		return "", buf, false, false
@@ -158,7 +159,7 @@ func (f *FIFO[T]) Pop(buf []event.Event[T]) (key string, events []event.Event[T]
 
 // Pending returns key's queue, or nil if nothing is pending for key. The queue must not be
 // changed and is valid until the next Push or Pop.
-func (f *FIFO[T]) Pending(key string) *EventQueue[T] {
+func (f *fifo[T]) Pending(key string) *eventQueue[T] {
 	if en, ok := f.entries[key]; ok && !en.out {
 		return &en.q
 	}
@@ -167,7 +168,7 @@ func (f *FIFO[T]) Pending(key string) *EventQueue[T] {
 
 // Range calls fn for each pending key in line order until fn returns false. fn must not
 // change the FIFO.
-func (f *FIFO[T]) Range(fn func(key string, q *EventQueue[T]) bool) {
+func (f *fifo[T]) Range(fn func(key string, q *eventQueue[T]) bool) {
 	for en := f.head; en != nil; en = en.next {
 		if !fn(en.key, &en.q) {
 			return
@@ -176,7 +177,7 @@ func (f *FIFO[T]) Range(fn func(key string, q *EventQueue[T]) bool) {
 }
 
 // Keys returns the pending keys in line order.
-func (f *FIFO[T]) Keys() []string {
+func (f *fifo[T]) Keys() []string {
 	keys := make([]string, 0, f.pending)
 	for en := f.head; en != nil; en = en.next {
 		keys = append(keys, en.key)
@@ -186,18 +187,18 @@ func (f *FIFO[T]) Keys() []string {
 
 // Clear drops every pending key and event, and the recycled entries, so that nothing the
 // FIFO held stays reachable through it.
-func (f *FIFO[T]) Clear() {
-	*f = FIFO[T]{entries: make(map[string]*entry[T]), compression: f.compression, known: f.known}
+func (f *fifo[T]) Clear() {
+	*f = fifo[T]{entries: make(map[string]*entry[T]), compression: f.compression, known: f.known}
 }
 
 // Len returns the number of pending keys.
-func (f *FIFO[T]) Len() int { return f.pending }
+func (f *fifo[T]) Len() int { return f.pending }
 
 // Marked returns the number of marked keys still pending.
-func (f *FIFO[T]) Marked() int { return f.marked }
+func (f *fifo[T]) Marked() int { return f.marked }
 
 // remove drops a pending key whose events cancelled out.
-func (f *FIFO[T]) remove(en *entry[T]) {
+func (f *fifo[T]) remove(en *entry[T]) {
 	f.unlink(en)
 	delete(f.entries, en.key)
 	f.release(en)
@@ -207,7 +208,7 @@ func (f *FIFO[T]) remove(en *entry[T]) {
 }
 
 // unlink takes en out of line.
-func (f *FIFO[T]) unlink(en *entry[T]) {
+func (f *fifo[T]) unlink(en *entry[T]) {
 	if en.prev != nil {
 		en.prev.next = en.next
 	} else {
@@ -226,9 +227,9 @@ func (f *FIFO[T]) unlink(en *entry[T]) {
 }
 
 // linkPopped empties en's queue and adds it to the popped list; it stays in entries.
-func (f *FIFO[T]) linkPopped(en *entry[T]) {
+func (f *fifo[T]) linkPopped(en *entry[T]) {
 	clear(en.q.events)
-	*en = entry[T]{key: en.key, q: EventQueue[T]{events: en.q.events[:0]}, out: true, next: f.popped}
+	*en = entry[T]{key: en.key, q: eventQueue[T]{events: en.q.events[:0]}, out: true, next: f.popped}
 	if f.popped != nil {
 		f.popped.prev = en
 	}
@@ -237,7 +238,7 @@ func (f *FIFO[T]) linkPopped(en *entry[T]) {
 }
 
 // unlinkPopped takes en, with its empty queue, out of the popped list.
-func (f *FIFO[T]) unlinkPopped(en *entry[T]) {
+func (f *fifo[T]) unlinkPopped(en *entry[T]) {
 	if en.prev != nil {
 		en.prev.next = en.next
 	} else {
@@ -252,7 +253,7 @@ func (f *FIFO[T]) unlinkPopped(en *entry[T]) {
 
 // emptied drops the popped entries once nothing is pending, and the map itself when a
 // burst that is over grew it.
-func (f *FIFO[T]) emptied() {
+func (f *fifo[T]) emptied() {
 	switch {
 	case f.grown > shrinkPeak && f.peak < f.grown/4:
 		f.entries = make(map[string]*entry[T])
@@ -270,7 +271,7 @@ func (f *FIFO[T]) emptied() {
 
 // compact makes a new map of the pending keys alone, when the popped ones far outnumber
 // them: it costs one insertion per pending key, fewer than the popped keys it drops.
-func (f *FIFO[T]) compact() {
+func (f *fifo[T]) compact() {
 	m := make(map[string]*entry[T], f.pending)
 	for en := f.head; en != nil; en = en.next {
 		m[en.key] = en
@@ -281,7 +282,7 @@ func (f *FIFO[T]) compact() {
 }
 
 // releasePopped recycles the popped entries, which are no longer in entries.
-func (f *FIFO[T]) releasePopped() {
+func (f *fifo[T]) releasePopped() {
 	en := f.popped
 	f.popped, f.npopped = nil, 0
 	for en != nil && f.nfree < maxFree {
@@ -291,7 +292,7 @@ func (f *FIFO[T]) releasePopped() {
 	}
 }
 
-func (f *FIFO[T]) alloc() *entry[T] {
+func (f *fifo[T]) alloc() *entry[T] {
 	if en := f.free; en != nil {
 		f.free = en.next
 		f.nfree--
@@ -304,7 +305,7 @@ func (f *FIFO[T]) alloc() *entry[T] {
 		f.unlinkPopped(en)
 		delete(f.entries, en.key)
 		clear(en.q.events)
-		*en = entry[T]{q: EventQueue[T]{events: en.q.events[:0]}}
+		*en = entry[T]{q: eventQueue[T]{events: en.q.events[:0]}}
 		return en
 	}
 	en := &entry[T]{}
@@ -312,12 +313,12 @@ func (f *FIFO[T]) alloc() *entry[T] {
 	return en
 }
 
-func (f *FIFO[T]) release(en *entry[T]) {
+func (f *fifo[T]) release(en *entry[T]) {
 	if f.nfree >= maxFree {
 		return
 	}
 	clear(en.q.events)
-	*en = entry[T]{q: EventQueue[T]{events: en.q.events[:0]}, next: f.free}
+	*en = entry[T]{q: eventQueue[T]{events: en.q.events[:0]}, next: f.free}
 	f.free = en
 	f.nfree++
 }
