@@ -11,7 +11,7 @@
 //	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](clientset.CoreV1().ConfigMaps("default"))
 //	c := controller.New(clientset.CoreV1().ConfigMaps("default"), controller.Options[*corev1.ConfigMap]{
 //		ResyncPeriod: time.Hour,
-//		Transform:    typed.StripManagedFields[*corev1.ConfigMap],
+//		Transform:    client.StripManagedFields[*corev1.ConfigMap],
 //	})
 //
 // Run starts the consumer before the reflector and stops them in the reverse order, and
