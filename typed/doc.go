@@ -1,8 +1,9 @@
 // Package typed is the reconcile contract and its loop, on top of package controller:
 // Request, Result, Reconciler and Terminal; the Loop over any Source; Predicates and
 // Related. Its neighbours hold the rest: typed/client (codegen-free sources),
-// typed/write (status, owned objects, finalizers, Events), typed/manager (shared caches,
-// the builder, leader election for loops) and typed/shard (sharding across replicas).
+// typed/write (status, owned objects, finalizers, Events), typed/leaderelection (work
+// only while holding a Lease), typed/manager (shared caches, the builder, loops run while
+// leading) and typed/shard (sharding across replicas).
 //
 //   - Loop: a level-driven reconciler with client-go's rate limiters, over any Source[T]
 //     (a handler registration and Get: a controller.Controller, a manager.Cache of one
@@ -28,9 +29,6 @@
 //     reconcile of the key that is due anyway, and is kept no longer than that.
 //   - Related: events of a secondary kind mapped to primary keys, with OwnerKeys (owner
 //     references) as the ready mapping.
-//   - LeaderElection: run reconcilers only while holding a Lease, through client-go's
-//     leaderelection, releasing it only once they have returned, so that two replicas
-//     never reconcile at once.
 //
 // The caches keep running on every replica, so a new leader starts warm and reconciles
 // every key it finds at once.

@@ -3,14 +3,12 @@ package typed_test
 import (
 	"context"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
@@ -128,23 +126,4 @@ func ExampleRelated() {
 	// Output:
 	// shop/web owns 0 pods
 	// shop/web owns 1 pods
-}
-
-// LeaderElection runs work only while this replica holds the Lease; in production the
-// work is a Loop's Run.
-func ExampleLeaderElection() {
-	client := kubefake.NewClientset()
-	le := typed.LeaderElection{Client: client.CoordinationV1(), Namespace: "default", Name: "mirror",
-		Identity: "replica-a", LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	err := le.Run(ctx, func(ctx context.Context) {
-		fmt.Println("leading")
-		cancel() // done: give the Lease up
-		<-ctx.Done()
-	})
-	lease, _ := client.CoordinationV1().Leases("default").Get(context.Background(), "mirror", metav1.GetOptions{})
-	fmt.Printf("Run returned %v; lease holder after release: %q\n", err, *lease.Spec.HolderIdentity)
-	// Output:
-	// leading
-	// Run returned <nil>; lease holder after release: ""
 }

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/examples/website"
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
 // libraryLogger is the logger the operator and the library log to: klog's at -v=1 and
@@ -71,7 +71,7 @@ func startReplica(ctx context.Context, config *rest.Config, ns, name string) (*r
 		return nil, err
 	}
 	r := &replica{name: name, metrics: &loopMetrics{}, done: make(chan error, 1)}
-	r.op, err = website.New(cs, dyn, website.Options{Namespace: ns, Metrics: r.metrics, LeaderElection: typed.LeaderElection{
+	r.op, err = website.New(cs, dyn, website.Options{Namespace: ns, Metrics: r.metrics, LeaderElection: leaderelection.Config{
 		Identity: name, LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		OnNewLeader: func(identity string) {
 			if identity == name {

@@ -16,6 +16,7 @@ import (
 	"github.com/typedinformer/typedinformer/examples/website"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/manager"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
@@ -31,7 +32,7 @@ func Example_builder() {
 		log.Fatal(err)
 	}
 	cs, dyn := kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg)
-	m := manager.New(manager.Options{HealthProbeAddress: ":8081", LeaderElection: &typed.LeaderElection{
+	m := manager.New(manager.Options{HealthProbeAddress: ":8081", LeaderElection: &leaderelection.Config{
 		Client: cs.CoordinationV1(), Namespace: "default", Name: "website-operator", Identity: os.Getenv("POD_NAME")}})
 
 	websites := client.FromDynamicNamespaced[*website.Website](dyn.Resource(website.Resource)) // a CRD's Go struct, no codegen

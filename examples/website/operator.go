@@ -27,6 +27,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/manager"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
@@ -47,7 +48,7 @@ type Options struct {
 	Namespace string
 	// LeaderElection says this replica's Identity, how leader election is timed, and
 	// OnNewLeader; New sets its Client, Namespace and Name.
-	LeaderElection typed.LeaderElection
+	LeaderElection leaderelection.Config
 	// HealthProbeAddress, when set, is where /healthz and /readyz are served.
 	HealthProbeAddress string
 	// Metrics, when set, receives the reconcile loop's metrics.

@@ -28,8 +28,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/examples/website"
-	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
@@ -208,7 +208,7 @@ type replica struct {
 func (c *cluster) start(t *testing.T, ns, identity string) *replica {
 	t.Helper()
 	// Each replica has clients of its own, as separate processes would.
-	op, err := website.New(kubernetes.NewForConfigOrDie(c.config), dynamic.NewForConfigOrDie(c.config), website.Options{Namespace: ns, LeaderElection: typed.LeaderElection{
+	op, err := website.New(kubernetes.NewForConfigOrDie(c.config), dynamic.NewForConfigOrDie(c.config), website.Options{Namespace: ns, LeaderElection: leaderelection.Config{
 		Identity: identity, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

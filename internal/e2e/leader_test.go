@@ -1,6 +1,6 @@
 package e2e
 
-// Leader election (typed.LeaderElection) with two replicas of a typed.Loop.
+// Leader election (leaderelection.Config) with two replicas of a typed.Loop.
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
 // A leader cut off from the Lease gives up at most a retry period and a renew deadline
@@ -202,7 +203,7 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, id string, leaders *leader
 			return typed.Result{}, nil
 		}), typed.Options{Name: "loop-" + id, Workers: 2})
 	r := &replica{id: id, leases: &cuttableLeases{LeasesGetter: cs.CoordinationV1()}, done: make(chan error, 1)}
-	le := typed.LeaderElection{Client: r.leases, Namespace: ns, Name: "e2e-leader", Identity: id,
+	le := leaderelection.Config{Client: r.leases, Namespace: ns, Name: "e2e-leader", Identity: id,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -450,7 +451,7 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 				})
 				return typed.Result{}, nil
 			}), typed.Options{})
-		le := typed.LeaderElection{Client: cs.CoordinationV1(), Namespace: ns, Name: "e2e-release", Identity: id,
+		le := leaderelection.Config{Client: cs.CoordinationV1(), Namespace: ns, Name: "e2e-release", Identity: id,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

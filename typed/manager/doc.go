@@ -79,7 +79,7 @@
 //
 // Run serves /healthz and /readyz, runs the caches on every replica (standbys stay warm),
 // and runs loops (NewLoop) and runnables (Add) only while this replica holds the Lease of
-// Options.LeaderElection (typed.LeaderElection, which releases it only once they have
+// Options.LeaderElection (leaderelection.Config, which releases it only once they have
 // returned). Runnables marked EveryReplica run on every replica. /readyz passes once every
 // cache a loop needs has synced. A runnable's error or panic stops the Manager, and Run
 // returns it. Shutdown stops the loops from taking keys, lets in-flight reconciles finish,

@@ -16,7 +16,7 @@ import (
 
 // A controller program: a shared cache of ConfigMaps, a loop that reconciles them, and
 // the Manager that runs both. In a cluster the clientset comes from kubernetes.NewForConfig,
-// and Options sets LeaderElection (a *typed.LeaderElection), HealthProbeAddress (":8081")
+// and Options sets LeaderElection (a *leaderelection.Config), HealthProbeAddress (":8081")
 // and, for caches of custom resources, CustomResourceDefinitions.
 func Example() {
 	cs := kubefake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}})

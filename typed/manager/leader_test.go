@@ -21,6 +21,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/internal/testsupport/leasefake"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
 
@@ -46,8 +47,8 @@ func rejectRenewals(server *kubefake.Clientset, cut *atomic.Bool, holder string)
 
 // election is a LeaderElection fast enough for tests: a leader cut off gives up after
 // about RetryPeriod+RenewDeadline, 2s before its Lease expires.
-func election(id string, server *kubefake.Clientset) *typed.LeaderElection {
-	return &typed.LeaderElection{Client: server.CoordinationV1(), Namespace: "default", Name: "manager-test", Identity: id,
+func election(id string, server *kubefake.Clientset) *leaderelection.Config {
+	return &leaderelection.Config{Client: server.CoordinationV1(), Namespace: "default", Name: "manager-test", Identity: id,
 		LeaseDuration: 3 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
 }
 

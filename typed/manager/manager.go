@@ -19,6 +19,7 @@ import (
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
 // DefaultShutdownTimeout is how long Run waits, when Options.ShutdownTimeout is zero,
@@ -93,7 +94,7 @@ type Options struct {
 	// failed) stops them, their in-flight reconciles finished, and the replica campaigns
 	// again: the runnables run once per term, so they must be runnable again after they
 	// returned, as typed.Loop is. The Lease is released only once they have all returned.
-	LeaderElection *typed.LeaderElection
+	LeaderElection *leaderelection.Config
 	// ShutdownTimeout bounds how long Run waits, once its context ended or a runnable
 	// failed, for runnables to return and then caches to stop; DefaultShutdownTimeout when
 	// zero, no bound when negative.
@@ -153,7 +154,7 @@ type runnable struct {
 	r      Runnable
 	leader bool
 	// handOver, when set, runs r in a term of leadership instead of r.Run, with the
-	// term's held context (see typed.LeaderElection.RunHandingOver).
+	// term's held context (see leaderelection.Config.RunHandingOver).
 	handOver func(ctx, held context.Context) error
 }
 

@@ -19,13 +19,13 @@
 // share, within ceil(1.5*S/N); each replica's cap falls at a member count of its own, so
 // that a join or a leave moves on average about a share, at most 2.5 times it); and a
 // replica works on a shard only while it holds that
-// shard's Lease, campaigned for with typed.LeaderElection. A shard moves by hand-over:
+// shard's Lease, campaigned for with leaderelection.Config. A shard moves by hand-over:
 // the old owner stops taking the shard's keys, lets its in-flight reconciles finish, and
 // only then releases the Lease; the new owner acquires it then, or once it expires if the
 // old owner died or was cut off (which stops its work when it cannot renew, as a leader
 // does). So no key is reconciled by two replicas at once (DESIGN 14), provided reconciles
 // return soon after their context is cancelled and LeaseDuration leaves room for them
-// (see typed.LeaderElection.RenewDeadline). By UID, that holds per object: a name deleted
+// (see leaderelection.Config.RenewDeadline). By UID, that holds per object: a name deleted
 // and created again under a new UID can be in two shards for a while (see ByUID).
 //
 // # Loops

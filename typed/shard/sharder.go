@@ -21,6 +21,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
 // GroupLabel is the label of the Leases of a Sharder, its members' and its shards': its
@@ -43,7 +44,7 @@ type Options struct {
 	Identity string
 	// Space is the shard space; 32 shards by UID when Space.Shards is zero.
 	Space Space
-	// LeaseDuration, RenewDeadline and RetryPeriod are those of typed.LeaderElection,
+	// LeaseDuration, RenewDeadline and RetryPeriod are those of leaderelection.Config,
 	// for each shard's Lease and for the member Leases (15s, 10s and 2s when zero). A
 	// replica that cannot renew its member Lease for RenewDeadline gives up its shards;
 	// the others take them over once its Leases have expired.
@@ -122,7 +123,7 @@ func (s Shard) Ready() {
 // those whose Lease this replica saw renewed within its duration. Assignment: every
 // replica computes Assign over the live members, so all agree once they see the same
 // members. Ownership: a replica campaigns for the Lease of each shard assigned to it,
-// with typed.LeaderElection, and runs the shard's work only while it holds the Lease.
+// with leaderelection.Config, and runs the shard's work only while it holds the Lease.
 //
 // Hand-over is exclusive: when a shard is no longer assigned to this replica, its work's
 // context is cancelled, the Sharder waits for the work to return (a Loop lets its
@@ -130,7 +131,7 @@ func (s Shard) Ready() {
 // lasts), and only then releases the Lease; the new owner acquires it only then, or once
 // it has expired if the old owner died or was cut off. A replica
 // that cannot renew a shard's Lease within RenewDeadline cancels that shard's work, as a
-// leader does (see typed.LeaderElection for the bound on LeaseDuration).
+// leader does (see leaderelection.Config for the bound on LeaseDuration).
 type Sharder struct {
 	opts Options
 
@@ -226,7 +227,7 @@ func New(opts Options) (*Sharder, error) {
 		errs = append(errs, errors.New("need 0 < RetryPeriod < RenewDeadline < LeaseDuration"))
 	}
 	if opts.LeaseDuration%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("%w: %v", typed.ErrLeaseDuration, opts.LeaseDuration))
+		errs = append(errs, fmt.Errorf("%w: %v", leaderelection.ErrLeaseDuration, opts.LeaseDuration))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
@@ -542,7 +543,7 @@ func (s *Sharder) startLocked(ctx context.Context, i int, now time.Time, work fu
 	leaveCtx, leave := context.WithCancel(context.Background())
 	c := &campaign{cancel: cancel, done: make(chan struct{}), decided: now, leaveCtx: leaveCtx, leave: leave}
 	s.work[i] = c
-	le := typed.LeaderElection{
+	le := leaderelection.Config{
 		Client:        s.opts.Client,
 		Namespace:     s.opts.Namespace,
 		Name:          shardLease(s.opts.Name, i),

@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/examples/website"
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
 func main() {
@@ -50,7 +50,7 @@ func run(ctx context.Context, namespace, identity, probes string, installCRD boo
 		}
 	}
 	op, err := website.New(kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), website.Options{
-		Namespace: namespace, HealthProbeAddress: probes, LeaderElection: typed.LeaderElection{Identity: identity},
+		Namespace: namespace, HealthProbeAddress: probes, LeaderElection: leaderelection.Config{Identity: identity},
 	})
 	if err != nil {
 		return err

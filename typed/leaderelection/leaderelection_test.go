@@ -1,4 +1,4 @@
-package typed_test
+package leaderelection_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/internal/testsupport/leasefake"
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
 // The durations of the leader elections that attack the guarantee that two replicas never
@@ -41,8 +41,8 @@ const (
 
 const leNamespace, leName = "default", "test"
 
-func leaderElection(id string, client coordinationv1client.LeasesGetter) typed.LeaderElection {
-	return typed.LeaderElection{Client: client, Namespace: leNamespace, Name: leName, Identity: id,
+func leaderElection(id string, client coordinationv1client.LeasesGetter) leaderelection.Config {
+	return leaderelection.Config{Client: client, Namespace: leNamespace, Name: leName, Identity: id,
 		LeaseDuration: leLeaseDuration, RenewDeadline: leRenewDeadline, RetryPeriod: leRetryPeriod}
 }
 
@@ -170,7 +170,7 @@ type candidate struct {
 	stopped sync.Once
 }
 
-func campaign(le typed.LeaderElection, lead func(context.Context)) *candidate {
+func campaign(le leaderelection.Config, lead func(context.Context)) *candidate {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &candidate{id: le.Identity, cancel: cancel, done: make(chan error, 1)}
 	go func() { c.done <- le.Run(ctx, lead) }()
@@ -282,7 +282,7 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 	candidate := func(id string) (context.CancelFunc, chan struct{}) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		le := typed.LeaderElection{Client: client.CoordinationV1(), Namespace: "default", Name: "test", Identity: id,
+		le := leaderelection.Config{Client: client.CoordinationV1(), Namespace: "default", Name: "test", Identity: id,
 			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
 		go func() {
 			defer close(done)
@@ -343,7 +343,7 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	le := typed.LeaderElection{Client: client.CoordinationV1(), Namespace: "default", Name: "test", Identity: "a",
+	le := leaderelection.Config{Client: client.CoordinationV1(), Namespace: "default", Name: "test", Identity: "a",
 		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	leading := make(chan struct{})
@@ -474,8 +474,8 @@ func TestLeaderElectionRunReturnsOnlyAfterOnNewLeaderHasReturned(t *testing.T) {
 }
 
 func TestLeaderElectionNeedsAnIdentity(t *testing.T) {
-	err := typed.LeaderElection{Client: fake.NewClientset().CoordinationV1(), Name: "x"}.Run(context.Background(), func(context.Context) {})
-	if !errors.Is(err, typed.ErrNoIdentity) {
+	err := leaderelection.Config{Client: fake.NewClientset().CoordinationV1(), Name: "x"}.Run(context.Background(), func(context.Context) {})
+	if !errors.Is(err, leaderelection.ErrNoIdentity) {
 		t.Errorf("Run without identity = %v, want ErrNoIdentity", err)
 	}
 }
@@ -486,13 +486,13 @@ func TestLeaderElectionRefusesALeaseDurationTheLeaseCannotStore(t *testing.T) {
 		duration time.Duration
 		want     error
 	}{
-		{name: "not whole seconds: successors would read 1s and take over early", duration: 1500 * time.Millisecond, want: typed.ErrLeaseDuration},
-		{name: "below a second: successors would read 0s and take over at once", duration: 500 * time.Millisecond, want: typed.ErrLeaseDuration},
+		{name: "not whole seconds: successors would read 1s and take over early", duration: 1500 * time.Millisecond, want: leaderelection.ErrLeaseDuration},
+		{name: "below a second: successors would read 0s and take over at once", duration: 500 * time.Millisecond, want: leaderelection.ErrLeaseDuration},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			led := false
-			err := typed.LeaderElection{Client: fake.NewClientset().CoordinationV1(), Name: "x", Identity: "a", LeaseDuration: tt.duration}.
+			err := leaderelection.Config{Client: fake.NewClientset().CoordinationV1(), Name: "x", Identity: "a", LeaseDuration: tt.duration}.
 				Run(context.Background(), func(context.Context) { led = true })
 			if !errors.Is(err, tt.want) || led {
 				t.Errorf("Run with LeaseDuration %v = %v (led: %v), want %v without leading", tt.duration, err, led, tt.want)
@@ -550,8 +550,8 @@ func TestLeaderElectionSurvivesAPanickingOnNewLeader(t *testing.T) {
 }
 
 func TestLeaderElectionNeedsAClient(t *testing.T) {
-	err := typed.LeaderElection{Name: "x", Identity: "a"}.Run(context.Background(), func(context.Context) {})
-	if !errors.Is(err, typed.ErrNoClient) {
+	err := leaderelection.Config{Name: "x", Identity: "a"}.Run(context.Background(), func(context.Context) {})
+	if !errors.Is(err, leaderelection.ErrNoClient) {
 		t.Errorf("Run without a client = %v, want ErrNoClient", err)
 	}
 }

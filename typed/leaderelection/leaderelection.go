@@ -1,4 +1,7 @@
-package typed
+// Package leaderelection runs work only while this process holds a Lease, through
+// client-go's leaderelection, and gives the Lease up only once that work has returned,
+// so that two replicas never lead at once (see Config).
+package leaderelection
 
 import (
 	"context"
@@ -11,21 +14,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/tools/leaderelection"
+	clientle "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
-// LeaderElection runs work only while this process holds a Lease, through client-go's
+// Config runs work only while this process holds a Lease, through client-go's
 // leaderelection. The zero durations take client-go's usual values.
 //
 // Two replicas never lead at once: a replica's lead has returned before any other
 // replica can acquire the Lease, whether its Run's context ends, it fails to renew the
 // Lease, or it is cut off from the API server, provided LeaseDuration is long enough
 // (see RenewDeadline).
-type LeaderElection struct {
+type Config struct {
 	// Client manages the Lease, e.g. clientset.CoordinationV1().
 	Client coordinationv1.LeasesGetter
 	// Namespace and Name of the Lease.
@@ -52,13 +56,13 @@ type LeaderElection struct {
 	OnNewLeader func(identity string)
 }
 
-// ErrNoIdentity is returned by Run when LeaderElection.Identity is empty.
+// ErrNoIdentity is returned by Run when Config.Identity is empty.
 var ErrNoIdentity = errors.New("leader election needs an identity")
 
-// ErrNoClient is returned by Run when LeaderElection.Client is nil.
+// ErrNoClient is returned by Run when Config.Client is nil.
 var ErrNoClient = errors.New("leader election needs a Lease client")
 
-// ErrLeaseDuration is returned, wrapped, by Run when LeaderElection.LeaseDuration is not
+// ErrLeaseDuration is returned, wrapped, by Run when Config.LeaseDuration is not
 // a whole number of seconds.
 var ErrLeaseDuration = errors.New("lease duration must be a whole number of seconds")
 
@@ -69,9 +73,9 @@ var ErrLeaseDuration = errors.New("lease duration must be a whole number of seco
 // not wait for it to expire; it releases it only if this replica still holds it, so a
 // successor's Lease is never overwritten. A release that fails is logged, and a successor
 // then acquires the Lease once it expires. Run returns with no goroutine left.
-func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)) error {
+func (le Config) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	if lead == nil {
-		return fmt.Errorf("%w: Run's lead", ErrNilArgument)
+		return fmt.Errorf("%w: Run's lead", controller.ErrNilArgument)
 	}
 	return le.RunHandingOver(ctx, func(ctx, _ context.Context) { lead(ctx) })
 }
@@ -82,9 +86,9 @@ func (le LeaderElection) Run(ctx context.Context, lead func(ctx context.Context)
 // lead returns, so that lead may use held to finish what a successor cannot do, such as
 // reconciling the deletions it has queued (typed.Loop.RunHandingOver): the successor's
 // cache cannot show them.
-func (le LeaderElection) RunHandingOver(ctx context.Context, lead func(ctx, held context.Context)) error {
+func (le Config) RunHandingOver(ctx context.Context, lead func(ctx, held context.Context)) error {
 	if lead == nil {
-		return fmt.Errorf("%w: RunHandingOver's lead", ErrNilArgument)
+		return fmt.Errorf("%w: RunHandingOver's lead", controller.ErrNilArgument)
 	}
 	if le.Identity == "" {
 		return ErrNoIdentity
@@ -97,7 +101,7 @@ func (le LeaderElection) RunHandingOver(ctx context.Context, lead func(ctx, held
 	}
 	// client-go's ReleaseOnCancel is not used: on a renewal failure, client-go releases
 	// the Lease before lead has returned, and a successor would lead alongside.
-	cfg := leaderelection.LeaderElectionConfig{
+	cfg := clientle.LeaderElectionConfig{
 		LeaseDuration: orDefault(le.LeaseDuration, 15*time.Second),
 		RenewDeadline: orDefault(le.RenewDeadline, 10*time.Second),
 		RetryPeriod:   orDefault(le.RetryPeriod, 2*time.Second),
@@ -157,18 +161,18 @@ func (le LeaderElection) RunHandingOver(ctx context.Context, lead func(ctx, held
 // returned, or it stopped, or ctx ended, then releases the Lease if it still holds it. It
 // reports whether lead ran. The elector is stopped and the Lease released even when lead
 // panics.
-func (le LeaderElection) term(ctx context.Context, cfg leaderelection.LeaderElectionConfig,
+func (le Config) term(ctx context.Context, cfg clientle.LeaderElectionConfig,
 	onNewLeader func(string), lead func(ctx, held context.Context)) (led bool, err error) {
 	// client-go starts OnStartedLeading on a goroutine it does not wait for, so lead runs
 	// here instead, where term can wait for it.
 	started := make(chan context.Context, 1)
 	cfg.Lock = le.lock()
-	cfg.Callbacks = leaderelection.LeaderCallbacks{
+	cfg.Callbacks = clientle.LeaderCallbacks{
 		OnStartedLeading: func(leadCtx context.Context) { started <- leadCtx },
 		OnStoppedLeading: func() {},
 		OnNewLeader:      onNewLeader,
 	}
-	elector, err := leaderelection.NewLeaderElector(cfg)
+	elector, err := clientle.NewLeaderElector(cfg)
 	if err != nil {
 		return false, err
 	}
@@ -211,7 +215,7 @@ func (le LeaderElection) term(ctx context.Context, cfg leaderelection.LeaderElec
 	return false, nil
 }
 
-func (le LeaderElection) lock() *resourcelock.LeaseLock {
+func (le Config) lock() *resourcelock.LeaseLock {
 	return &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
 		Client:     guard.Leases(le.Client), // client-go dereferences a nil Lease returned with no error
@@ -225,7 +229,7 @@ func (le LeaderElection) lock() *resourcelock.LeaseLock {
 // that acquired the Lease meanwhile; on such a conflict it reads the Lease again. It is
 // called only once lead has returned and the elector has ended, and gives up after
 // timeout, logging why.
-func (le LeaderElection) release(ctx context.Context, timeout time.Duration) {
+func (le Config) release(ctx context.Context, timeout time.Duration) {
 	logger := klog.FromContext(ctx).WithValues("lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
@@ -246,7 +250,7 @@ func (le LeaderElection) release(ctx context.Context, timeout time.Duration) {
 }
 
 // tryRelease releases the Lease if it names this replica, and reports whether it did.
-func (le LeaderElection) tryRelease(ctx context.Context, lock *resourcelock.LeaseLock) (bool, error) {
+func (le Config) tryRelease(ctx context.Context, lock *resourcelock.LeaseLock) (bool, error) {
 	record, _, err := lock.Get(ctx)
 	if apierrors.IsNotFound(err) {
 		return false, nil

@@ -1,4 +1,4 @@
-package typed_test
+package leaderelection_test
 
 import (
 	"context"
@@ -13,12 +13,13 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
 // A Loop that reconciles only while this replica holds the Lease. The controller's cache
 // runs on every replica, so a replica that becomes the leader starts with it warm. lead
 // has no error result: it logs the Loop's error, if any.
-func ExampleLeaderElection_Run() {
+func ExampleConfig_Run() {
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}})
 	configMaps := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src)
@@ -33,7 +34,7 @@ func ExampleLeaderElection_Run() {
 		}), typed.Options{})
 
 	cs := kubefake.NewClientset() // in a cluster: kubernetes.NewForConfig(...)
-	le := typed.LeaderElection{Client: cs.CoordinationV1(), Namespace: "default", Name: "settings-controller",
+	le := leaderelection.Config{Client: cs.CoordinationV1(), Namespace: "default", Name: "settings-controller",
 		Identity:      "replica-a", // e.g. the pod's name
 		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
 
@@ -58,4 +59,23 @@ func ExampleLeaderElection_Run() {
 	// the leader reconciled default/settings
 	// stopped: <nil>
 	// lease holder: ""
+}
+
+// A Config runs work only while this replica holds the Lease; in production the
+// work is a Loop's Run.
+func ExampleConfig() {
+	client := kubefake.NewClientset()
+	le := leaderelection.Config{Client: client.CoordinationV1(), Namespace: "default", Name: "mirror",
+		Identity: "replica-a", LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	err := le.Run(ctx, func(ctx context.Context) {
+		fmt.Println("leading")
+		cancel() // done: give the Lease up
+		<-ctx.Done()
+	})
+	lease, _ := client.CoordinationV1().Leases("default").Get(context.Background(), "mirror", metav1.GetOptions{})
+	fmt.Printf("Run returned %v; lease holder after release: %q\n", err, *lease.Spec.HolderIdentity)
+	// Output:
+	// leading
+	// Run returned <nil>; lease holder after release: ""
 }
