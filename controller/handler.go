@@ -90,7 +90,9 @@ func (e *HandlerPanicError) Error() string {
 	return fmt.Sprintf("handler %q panicked on %s (key %s): %v", e.Handler, e.Event, e.Key, e.Value)
 }
 
-// Registration is a handler's membership in a Controller.
+// Registration is a handler's membership in a Controller. A nil Registration (what a
+// failed AddHandler returns) has never synced, has nothing pending, and removes nothing;
+// its WaitForSync returns an error wrapping ErrNilArgument.
 type Registration struct {
 	synced  <-chan struct{}
 	pending func() int
@@ -104,12 +106,20 @@ type Registration struct {
 // at most queue.MaxCompressedLen events each time (unless Options.FullHistory), so this
 // bounds the backlog's memory by the number of keys however many events a slow handler
 // falls behind by.
-func (r *Registration) Pending() int { return r.pending() }
+func (r *Registration) Pending() int {
+	if r == nil {
+		return 0
+	}
+	return r.pending()
+}
 
 // HasSynced reports whether the handler has processed the initial state: every object
 // of the controller's first list when it was registered before the controller synced,
 // or the known objects at the time of registration otherwise.
 func (r *Registration) HasSynced() bool {
+	if r == nil {
+		return false
+	}
 	select {
 	case <-r.synced:
 		return true
@@ -120,7 +130,12 @@ func (r *Registration) HasSynced() bool {
 
 // Synced returns a channel that is closed once HasSynced is true. A handler removed
 // before it synced never does: wait on it together with a context.
-func (r *Registration) Synced() <-chan struct{} { return r.synced }
+func (r *Registration) Synced() <-chan struct{} {
+	if r == nil {
+		return nil // never ready, as a nil Registration never syncs
+	}
+	return r.synced
+}
 
 // WaitForSync blocks until the handler has handled its initial state (returning nil) or
 // ctx is done (returning ctx.Err()). Unlike Controller.WaitForSync, which returns once
@@ -128,6 +143,9 @@ func (r *Registration) Synced() <-chan struct{} { return r.synced }
 // been called with all of it, so a change made afterwards reaches the handler as a change
 // of its own.
 func (r *Registration) WaitForSync(ctx context.Context) error {
+	if r == nil {
+		return fmt.Errorf("%w: a nil Registration", ErrNilArgument)
+	}
 	select {
 	case <-r.synced:
 		return nil
@@ -139,7 +157,11 @@ func (r *Registration) WaitForSync(ctx context.Context) error {
 // Remove stops delivering events to the handler and discards its backlog, so that
 // Pending is 0 afterwards and the backlog's objects can be collected. An event being
 // handled is allowed to finish. Remove is idempotent, and may be called from the handler.
-func (r *Registration) Remove() { r.removed.Do(r.remove) }
+func (r *Registration) Remove() {
+	if r != nil {
+		r.removed.Do(r.remove)
+	}
+}
 
 // runner owns one handler's goroutine and keyed backlog: a queue.Backlog drained into the
 // handler, the same stage as the event cache's.

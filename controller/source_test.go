@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -75,5 +76,17 @@ func TestJoinRemovedBeforeItsPartsSyncNeverSyncs(t *testing.T) {
 	}
 	if !controller.Join(nil, nil).HasSynced() {
 		t.Fatal("a join of nothing has not synced")
+	}
+}
+
+// A nil Registration, what a failed AddHandler returns, answers without a panic.
+func TestANilRegistrationAnswersWithoutAPanic(t *testing.T) {
+	var r *controller.Registration
+	r.Remove()
+	if r.HasSynced() || r.Pending() != 0 || r.Synced() != nil {
+		t.Errorf("a nil Registration: HasSynced %v, Pending %d, Synced %v; want false, 0, nil", r.HasSynced(), r.Pending(), r.Synced())
+	}
+	if err := r.WaitForSync(t.Context()); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("WaitForSync of a nil Registration = %v, want ErrNilArgument", err)
 	}
 }

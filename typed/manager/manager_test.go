@@ -445,7 +445,7 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 	var nilManager *manager.Manager
 	var nilReconciler typed.ReconcilerFunc[cm]
 	var nilCache *manager.Cache[cm]
-	_, addToNil := nilCache.AddHandler("h", controller.HandlerFunc[cm](func(context.Context, event.Event[cm]) {}))
+	nilRegistration, addToNil := nilCache.AddHandler("h", controller.HandlerFunc[cm](func(context.Context, event.Event[cm]) {}))
 	keysOf := func(cm) []string { return nil }
 	newLoop := func(c *manager.Cache[cm], r typed.Reconciler[cm]) error {
 		_, err := manager.NewLoop(c, r, typed.Options{})
@@ -467,6 +467,7 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 		{"NewLoop of a nil cache", newLoop(nil, nilReconciler), typed.ErrNilArgument},
 		{"NewLoop of a nil reconciler", newLoop(c, nilReconciler), typed.ErrNilArgument},
 		{"NewLoop of a released cache", newLoop(released, typed.ReconcilerFunc[cm](newReconciles().reconcile)), manager.ErrReleased},
+		{"WaitForSync of the registration a nil cache gave", nilRegistration.WaitForSync(testContext(t)), typed.ErrNilArgument},
 		{"Related to a nil loop", manager.Related[cm, cm](nil, c, keysOf), typed.ErrNilArgument},
 		{"Related of a nil cache", manager.Related[cm](loop, nil, keysOf), typed.ErrNilArgument},
 		{"Related with a nil mapping", manager.Related(loop, c, nil), typed.ErrNilArgument},
