@@ -289,9 +289,9 @@ func TestPanickingHandlerIsRecoveredAndReported(t *testing.T) {
 	if len(got) != 1 || got[0].Key != "ns/b" {
 		t.Errorf("panicking handler went on with %+v, want ns/b", got)
 	}
-	var perr *controller.HandlerPanicError
-	if err := <-errs; !errors.As(err, &perr) || perr.Handler != "panicky" || perr.Key != "ns/a" || perr.Value != "boom" {
-		t.Errorf("reported %v, want a HandlerPanicError for panicky on ns/a", err)
+	var perr *controller.PanicError
+	if err := <-errs; !errors.As(err, &perr) || perr.Kind != "handler" || perr.Name != "panicky" || perr.Key != "ns/a" || perr.Value != "boom" {
+		t.Errorf("reported %v, want a PanicError of handler panicky on ns/a", err)
 	}
 }
 

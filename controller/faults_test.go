@@ -298,13 +298,13 @@ func TestFaultPanickingAndBlockedHandlersDoNotHurtOthers(t *testing.T) {
 	r.converge(t)
 	var panics int
 	for _, err := range r.errors() {
-		var p *controller.HandlerPanicError
-		if errors.As(err, &p) && p.Handler == "panicky" {
+		var p *controller.PanicError
+		if errors.As(err, &p) && p.Kind == "handler" && p.Name == "panicky" {
 			panics++
 		}
 	}
 	if panics == 0 {
-		t.Error("no HandlerPanicError was reported")
+		t.Error("no PanicError was reported")
 	}
 	// A key waits at most once in the batch the handler took and once in its backlog.
 	if n := blocked.Pending(); n > 2*80 {

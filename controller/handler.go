@@ -70,26 +70,6 @@ func (f HandlerFuncs[T]) Handle(ctx context.Context, e event.Event[T]) {
 	}
 }
 
-// HandlerPanicError reports a panic recovered from a Handler. The handler goes on with its
-// next event.
-type HandlerPanicError struct {
-	// Handler is the name the handler was registered under.
-	Handler string
-	// Key is the key of the event being handled.
-	Key string
-	// Event describes the event being handled (see event.Event.String).
-	Event string
-	// Value is what the handler panicked with.
-	Value any
-	// Stack is the handler's goroutine stack at the panic.
-	Stack []byte
-}
-
-// Error describes the panic, its handler, event and key.
-func (e *HandlerPanicError) Error() string {
-	return fmt.Sprintf("handler %q panicked on %s (key %s): %v", e.Handler, e.Event, e.Key, e.Value)
-}
-
 // Registration is a handler's membership in a Controller. A nil Registration (what a
 // failed AddHandler returns) has never synced, has nothing pending, and removes nothing;
 // its WaitForSync returns an error wrapping ErrNilArgument.
@@ -246,7 +226,7 @@ func (r *runner[T]) handle(e event.Event[T]) {
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			err := &HandlerPanicError{Handler: r.name, Key: e.Key, Event: e.String(), Value: v, Stack: debug.Stack()}
+			err := &PanicError{Kind: "handler", Name: r.name, Key: e.Key, Event: e.String(), Value: v, Stack: debug.Stack()}
 			if c.metrics != nil {
 				c.metric(ctx, "HandlerPanic", func(m Metrics) { m.HandlerPanic(r.name) })
 			}

@@ -60,7 +60,7 @@ type Options[T event.Object] struct {
 	// OnError receives every error the controller reports: list and watch failures,
 	// watch ERROR events, objects of the wrong type, with no name or that the
 	// ListerWatcher could not read (reflect.ErrIncompleteList, reflect.Unreadable), index
-	// errors and recovered handler panics (as *HandlerPanicError). Routine protocol
+	// errors and recovered handler panics (as *PanicError). Routine protocol
 	// events, such as 410 Gone before a relist, are among them; reflect.IsRoutine tells
 	// them apart. When nil, errors are logged: routine ones at verbosity 2, the others as
 	// errors. It must not block; a panic in it is recovered and logged as an error.
@@ -177,7 +177,7 @@ func (c *config) reportError(ctx context.Context, err error) {
 		c.callErrorHandler(ctx, logger, err)
 		return
 	}
-	var panicked *HandlerPanicError
+	var panicked *PanicError
 	switch {
 	case errors.As(err, &panicked):
 		logger.Error(err, "handler panicked", "controller", c.name, "stack", string(panicked.Stack))

@@ -90,22 +90,6 @@ var ErrNilArgument = controller.ErrNilArgument
 // reconcile one key on two goroutines at once.
 var ErrLoopRunning = errors.New("loop already running")
 
-// ReconcilePanicError reports a panic recovered from a Reconciler. The key is retried
-// like any other error.
-type ReconcilePanicError struct {
-	// Key is the key being reconciled.
-	Key string
-	// Value is what the reconciler panicked with.
-	Value any
-	// Stack is the reconciler's goroutine stack at the panic.
-	Stack []byte
-}
-
-// Error describes the panic and its key.
-func (e *ReconcilePanicError) Error() string {
-	return fmt.Sprintf("reconcile of %s panicked: %v", e.Key, e.Value)
-}
-
 // Metrics receives a Loop's counters and gauges. Implementations must be safe for
 // concurrent use.
 type Metrics interface {
@@ -564,7 +548,7 @@ func (l *Loop[T]) forgetFailures(run *loopRun[T], key string) {
 func (l *Loop[T]) reconcile(ctx context.Context, req Request[T]) (res Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &ReconcilePanicError{Key: req.Key, Value: v, Stack: debug.Stack()}
+			err = &controller.PanicError{Kind: "reconcile", Name: l.opts.Name, Key: req.Key, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return l.r.Reconcile(ctx, req)
@@ -581,7 +565,7 @@ func (l *Loop[T]) report(ctx context.Context, logger klog.Logger, key string, er
 		l.opts.OnError(ctx, key, err)
 		return
 	}
-	var panicErr *ReconcilePanicError
+	var panicErr *controller.PanicError
 	if errors.As(err, &panicErr) {
 		logger.Error(err, "reconcile panicked", "stack", string(panicErr.Stack))
 		return

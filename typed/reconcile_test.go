@@ -270,8 +270,8 @@ func TestPanickingReconcilerIsRecoveredAndRetried(t *testing.T) {
 		return typed.Result{}, nil
 	}), typed.Options{RateLimiter: fastRetries, OnError: func(_ context.Context, _ string, err error) { errs <- err }})
 	got.wait(t, 2)
-	var perr *typed.ReconcilePanicError
-	if err := receive(t, errs, "the panic is reported"); !errors.As(err, &perr) || perr.Key != "ns/a" {
-		t.Errorf("reported %v, want a ReconcilePanicError for ns/a", err)
+	var perr *controller.PanicError
+	if err := receive(t, errs, "the panic is reported"); !errors.As(err, &perr) || perr.Kind != "reconcile" || perr.Key != "ns/a" {
+		t.Errorf("reported %v, want a reconcile PanicError for ns/a", err)
 	}
 }

@@ -357,7 +357,7 @@ func (l *errorLog) any(pred func(error) bool) bool {
 func (l *errorLog) noHandlerPanics(t *testing.T) {
 	t.Helper()
 	for _, err := range l.all() {
-		if _, ok := err.(*controller.HandlerPanicError); ok {
+		if _, ok := err.(*controller.PanicError); ok {
 			t.Errorf("handler panicked: %v", err)
 		}
 	}

@@ -69,22 +69,6 @@ type everyReplica struct{ Runnable }
 
 func (everyReplica) NeedLeaderElection() bool { return false }
 
-// PanicError reports a panic recovered from a Runnable. It stops the Manager like an
-// error.
-type PanicError struct {
-	// Runnable is the name the runnable was added under.
-	Runnable string
-	// Value is what the runnable panicked with.
-	Value any
-	// Stack is the runnable's goroutine stack at the panic.
-	Stack []byte
-}
-
-// Error describes the panic and its runnable.
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("runnable %q panicked: %v", e.Runnable, e.Value)
-}
-
 // Options configure a Manager. The zero value runs everything on this replica alone, with
 // no probe server and a 30-second shutdown timeout.
 type Options struct {
@@ -286,7 +270,7 @@ func (m *Manager) startLocked(ctx, held context.Context, wg *sync.WaitGroup, rn 
 func call(ctx, held context.Context, rn *runnable) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Runnable: rn.name, Value: v, Stack: debug.Stack()}
+			err = &controller.PanicError{Kind: "runnable", Name: rn.name, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	run := rn.r.Run
@@ -339,9 +323,9 @@ func (m *Manager) mutation(ctx context.Context, cache string, err *eventcache.Mu
 // fail records err, logs it at error level, and stops the Manager.
 func (m *Manager) fail(ctx context.Context, err error) {
 	logger := klog.FromContext(ctx)
-	var p *PanicError
+	var p *controller.PanicError
 	if errors.As(err, &p) {
-		logger.Error(err, "runnable panicked; stopping the manager", "runnable", p.Runnable, "stack", string(p.Stack))
+		logger.Error(err, "runnable panicked; stopping the manager", "runnable", p.Name, "stack", string(p.Stack))
 	} else {
 		logger.Error(err, "stopping the manager")
 	}

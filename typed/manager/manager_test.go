@@ -80,7 +80,7 @@ func TestRunStopsAtTheFirstFailureAndReturnsEveryError(t *testing.T) {
 		want: []string{`runnable "failing": boom`},
 		is:   []error{errBoom},
 	}, {
-		name: "a panic is recovered and returned as a *PanicError",
+		name: "a panic is recovered and returned as a *controller.PanicError",
 		add: map[string]failure{"panicking": func(othersStarted <-chan struct{}) manager.Runnable {
 			return manager.RunnableFunc(func(context.Context) error { <-othersStarted; panic("runnable boom") })
 		}},
@@ -138,9 +138,9 @@ func TestRunStopsAtTheFirstFailureAndReturnsEveryError(t *testing.T) {
 					t.Errorf("Run = %v, which does not wrap %v", err, target)
 				}
 			}
-			var p *manager.PanicError
-			if errors.As(err, &p) && (p.Runnable != "panicking" || p.Value != "runnable boom" || len(p.Stack) == 0) {
-				t.Errorf("PanicError = {%q, %v, %d bytes of stack}, want the panicking runnable's, with its stack", p.Runnable, p.Value, len(p.Stack))
+			var p *controller.PanicError
+			if errors.As(err, &p) && (p.Kind != "runnable" || p.Name != "panicking" || p.Value != "runnable boom" || len(p.Stack) == 0) {
+				t.Errorf("PanicError = {%q, %v, %d bytes of stack}, want the panicking runnable's, with its stack", p.Name, p.Value, len(p.Stack))
 			}
 			if !closed(leaderEnded) || !closed(everyEnded) {
 				t.Errorf("Run returned before the other runnables' contexts ended (leader: %v, every replica: %v)", closed(leaderEnded), closed(everyEnded))

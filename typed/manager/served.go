@@ -256,7 +256,7 @@ func (g gate[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 func reportCacheError(name string) func(context.Context, error) {
 	return func(ctx context.Context, err error) {
 		logger := klog.FromContext(ctx)
-		var panicked *controller.HandlerPanicError
+		var panicked *controller.PanicError
 		var mutation *eventcache.MutationError
 		switch {
 		case errors.As(err, &mutation):
