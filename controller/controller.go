@@ -46,9 +46,6 @@ import (
 // clients, the dynamic client and the metadata client satisfy it with no adapter.
 type ListerWatcher[T event.Object, L reflect.List] = reflect.ListerWatcher[T, L]
 
-// ErrAlreadyStarted is returned by Run when the controller has been run before.
-var ErrAlreadyStarted = errors.New("controller already started")
-
 // ErrNilHandler is returned, wrapped, by AddHandler for a nil Handler, typed nil
 // included (a nil HandlerFunc, a nil pointer).
 var ErrNilHandler = errors.New("nil handler")
@@ -183,7 +180,7 @@ func (c *Controller[T, L]) onSynced() {
 // Run runs the controller until ctx is done: it starts the handlers and the consumer,
 // then the reflector; when ctx ends it stops the reflector, then the consumer, then the
 // handlers (letting an event being handled finish), and returns once none of its
-// goroutines is left. It returns ErrAlreadyStarted if called twice, and
+// goroutines is left. It returns an error wrapping ErrAlreadyRunning if called twice, and
 // ErrNilListerWatcher at once for a Controller made with a nil ListerWatcher. With
 // Options.DetectMutations, it returns every cached object the detector found changed in
 // place, each a *eventcache.MutationError, joined (errors.As finds the first): those
@@ -200,7 +197,7 @@ func (c *Controller[T, L]) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.started {
 		c.mu.Unlock()
-		return ErrAlreadyStarted
+		return fmt.Errorf("controller %q: %w", c.cfg.name, ErrAlreadyRunning)
 	}
 	c.started = true
 	c.runCtx = ctx

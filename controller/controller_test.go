@@ -399,8 +399,8 @@ func TestRunOnceAndNoHandlersAfterStop(t *testing.T) {
 	if err := c.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Run(ctx); !errors.Is(err, controller.ErrAlreadyStarted) {
-		t.Errorf("second Run = %v, want ErrAlreadyStarted", err)
+	if err := c.Run(ctx); !errors.Is(err, controller.ErrAlreadyRunning) {
+		t.Errorf("second Run = %v, want ErrAlreadyRunning", err)
 	}
 	cancel()
 	if err := <-done; err != nil {

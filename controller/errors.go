@@ -12,6 +12,11 @@ import (
 // module, so that errors.Is(err, controller.ErrNilArgument) finds any of them.
 var ErrNilArgument = errors.New("nil argument")
 
+// ErrAlreadyRunning is returned, wrapped with what runs, by the Run of a value that is
+// running, or that runs only once and has run: a Controller or a Manager (once), a Loop,
+// a Recorder or a Sharder (not twice at once). One sentinel for the whole module.
+var ErrAlreadyRunning = errors.New("already running")
+
 // PanicError reports a panic recovered from users' code that this module calls: a
 // handler (which goes on with its next event), a reconciler (whose key is retried like
 // any other error) or a Manager's runnable (which stops the Manager like an error). One

@@ -231,8 +231,8 @@ func TestASecondRunWhileRunningIsAnErrorAndRunAfterReturnWorks(t *testing.T) {
 		first := make(chan error, 1)
 		go func() { first <- l.Run(ctx) }()
 		got.wait(t, round) // every known key is reconciled once per Run
-		if err := l.Run(ctx); !errors.Is(err, typed.ErrLoopRunning) {
-			t.Errorf("round %d: a second Run while running = %v, want ErrLoopRunning", round, err)
+		if err := l.Run(ctx); !errors.Is(err, controller.ErrAlreadyRunning) {
+			t.Errorf("round %d: a second Run while running = %v, want ErrAlreadyRunning", round, err)
 		}
 		cancel()
 		if err := receive(t, first, "the first Run returns"); err != nil {
@@ -262,7 +262,7 @@ func TestConcurrentRunsNeverReconcileAKeyTwiceAtOnce(t *testing.T) {
 	var running, refused atomic.Int32
 	for range 8 {
 		wg.Go(func() {
-			if err := l.Run(ctx); errors.Is(err, typed.ErrLoopRunning) {
+			if err := l.Run(ctx); errors.Is(err, controller.ErrAlreadyRunning) {
 				refused.Add(1)
 			} else {
 				running.Add(1)

@@ -86,10 +86,6 @@ var ErrRetriesExhausted = errors.New("retries exhausted")
 // and RunAll for a nil function.
 var ErrNilArgument = controller.ErrNilArgument
 
-// ErrLoopRunning is returned by Run when the Loop is already running: two Runs would
-// reconcile one key on two goroutines at once.
-var ErrLoopRunning = errors.New("loop already running")
-
 // Metrics receives a Loop's counters and gauges. Implementations must be safe for
 // concurrent use.
 type Metrics interface {
@@ -243,7 +239,7 @@ func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds
 // still scheduled and the last states of deletions not yet reconciled are dropped: a
 // deletion that must never be missed, even while no replica runs the Loop, needs a
 // finalizer. When the keys move to another process that runs on, RunHandingOver
-// reconciles those deletions first. Run returns ErrLoopRunning if the Loop is already running, and an error
+// reconciles those deletions first. Run returns an error wrapping controller.ErrAlreadyRunning if the Loop is already running, and an error
 // wrapping ErrNilArgument for a nil controller, reconciler or predicate.
 func (l *Loop[T]) Run(ctx context.Context) error {
 	return l.serve(ctx, nil)
@@ -278,7 +274,7 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 	l.mu.Lock()
 	if l.run != nil {
 		l.mu.Unlock()
-		return ErrLoopRunning
+		return fmt.Errorf("loop %q: %w", l.opts.Name, controller.ErrAlreadyRunning)
 	}
 	for key := range l.waiting {
 		run.q.Add(key, livePriority)

@@ -26,9 +26,6 @@ import (
 // for runnables and caches to stop once its context has ended.
 const DefaultShutdownTimeout = 30 * time.Second
 
-// ErrAlreadyStarted is returned by Run when the Manager has been run before.
-var ErrAlreadyStarted = errors.New("manager already started")
-
 // ErrStopped is returned by Add, NewLoop and Loop.AddTrigger once the Manager is shutting
 // down (its runnables stopping); by Acquire and Related once it is shutting down its
 // caches, or has stopped; by Loop.Enqueue once it is shutting down (wrapped with
@@ -351,7 +348,7 @@ func (m *Manager) fail(ctx context.Context, err error) {
 // shutdown began, with an error wrapping ErrShutdownTimeout that names what still ran:
 // their goroutines are left behind, and while leading, the Lease is renewed until they
 // return so that no other replica leads meanwhile; the program should exit. Otherwise Run
-// leaves no goroutine behind. It returns ErrAlreadyStarted when called again.
+// leaves no goroutine behind. It returns an error wrapping controller.ErrAlreadyRunning when called again.
 func (m *Manager) Run(ctx context.Context) error {
 	if m == nil {
 		return fmt.Errorf("%w: Run's manager", typed.ErrNilArgument)
@@ -360,7 +357,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	if m.state != idle {
 		m.mu.Unlock()
-		return ErrAlreadyStarted
+		return fmt.Errorf("manager: %w", controller.ErrAlreadyRunning)
 	}
 	m.state = starting
 	runCtx, cancel := context.WithCancelCause(ctx)

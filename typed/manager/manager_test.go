@@ -462,7 +462,7 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 		{"Add to a nil manager", nilManager.Add("x", failing(nil)), typed.ErrNilArgument},
 		{"Add to a stopped manager", stopped.Add("late", failing(nil)), manager.ErrStopped},
 		{"Run of a nil manager", nilManager.Run(testContext(t)), typed.ErrNilArgument},
-		{"Run twice", stopped.Run(testContext(t)), manager.ErrAlreadyStarted},
+		{"Run twice", stopped.Run(testContext(t)), controller.ErrAlreadyRunning},
 		{"a nil check", m.AddReadyCheck("nil", nil), typed.ErrNilArgument},
 		{"NewLoop of a nil cache", newLoop(nil, nilReconciler), typed.ErrNilArgument},
 		{"NewLoop of a nil reconciler", newLoop(c, nilReconciler), typed.ErrNilArgument},

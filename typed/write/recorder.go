@@ -2,11 +2,11 @@ package write
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,9 +18,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/internal/guard"
 )
-
-// ErrRecorderRunning is returned by Recorder.Run when the Recorder is already running.
-var ErrRecorderRunning = errors.New("recorder already running")
 
 // maxWaitingEvents bounds the events a Recorder keeps while it is not running.
 const maxWaitingEvents = 100
@@ -76,7 +73,7 @@ func NewRecorder(client kubernetes.Interface, component string) (*Recorder, erro
 // API server, first hands it the events that waited, and when ctx ends stops it. Events
 // still being written are abandoned with ctx, and every goroutine the broadcaster started
 // ends with it. Run can be called again after it returns, but not twice at once
-// (ErrRecorderRunning).
+// (an error wrapping controller.ErrAlreadyRunning).
 func (r *Recorder) Run(ctx context.Context) error {
 	if r == nil || r.s == nil {
 		return fmt.Errorf("%w: the Recorder", typed.ErrNilArgument)
@@ -85,7 +82,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.running {
 		s.mu.Unlock()
-		return ErrRecorderRunning
+		return fmt.Errorf("recorder %q: %w", r.s.component, controller.ErrAlreadyRunning)
 	}
 	s.running = true
 	s.mu.Unlock()

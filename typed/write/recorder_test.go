@@ -14,6 +14,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/write"
@@ -132,8 +133,8 @@ func TestRecorderRunsOnceAtATimeAndAgainAfterItReturns(t *testing.T) {
 	for range 2 {
 		go func() { done <- rec.Run(ctx) }()
 	}
-	if err := receive(t, done, "one of two Runs at once to be refused"); !errors.Is(err, write.ErrRecorderRunning) {
-		t.Errorf("the first Run to return returned %v, want ErrRecorderRunning", err)
+	if err := receive(t, done, "one of two Runs at once to be refused"); !errors.Is(err, controller.ErrAlreadyRunning) {
+		t.Errorf("the first Run to return returned %v, want ErrAlreadyRunning", err)
 	}
 	cancel()
 	if err := receive(t, done, "the other Run to return once its context ends"); err != nil {
