@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/manager"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
 
@@ -28,9 +29,15 @@ func ExampleLoop() {
 		if err != nil {
 			return err
 		}
-		loop := shard.NewLoop(sharder, clientset.CoreV1().ConfigMaps(""), reconciler, typed.Options{Workers: 4})
-		shard.Related(loop, clientset.CoreV1().Secrets(""), secretToConfigMap) // optional
-		return loop.Run(ctx)                                                   // or manager.Add: it runs on every replica
+		// The shards' caches are the Manager's, shared with its other loops: it must run.
+		m := manager.New(manager.Options{})
+		loop := shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](clientset.CoreV1().ConfigMaps), reconciler, typed.Options{Workers: 4})
+		shard.Related(loop, manager.Namespaced[*corev1.Secret](clientset.CoreV1().Secrets), secretToConfigMap) // optional
+		// The Manager runs it on every replica, leading or not.
+		if err := m.Add("configmaps", loop); err != nil {
+			return err
+		}
+		return m.Run(ctx)
 	}
 	_ = run
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/internal/testsupport/leasefake"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
 
@@ -83,7 +84,7 @@ func TestALeaseClientReturningNothingIsAnErrorNeverAPanic(t *testing.T) {
 	// The elector, on its own, gets the same guard.
 	ctx, cancel = context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
-	le := typed.LeaderElection{Client: nothingLeases{leasefake.NewServer().CoordinationV1()}, Namespace: "default", Name: "l", Identity: "a",
+	le := leaderelection.Config{Client: nothingLeases{leasefake.NewServer().CoordinationV1()}, Namespace: "default", Name: "l", Identity: "a",
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
 	if err := le.Run(ctx, func(context.Context) { t.Error("led with no Lease") }); err != nil {
 		t.Fatal(err)
@@ -134,7 +135,7 @@ func TestPanickingAndTypedNilMetricsLeaveEveryKeyReconciledAndTheReconcilesUnfai
 	reconciled := map[string]int{}
 	var reported []string
 	var typedNil *nilReceiverMetrics
-	loop := shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			mu.Lock()
 			reconciled[req.Key]++

@@ -63,7 +63,7 @@ func TestADeletionWaitingForAWorkerWhenItsShardMovesIsReconciledBeforeTheLeaseIs
 		}
 		return true
 	}
-	loop := shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			if req.Key == "default/a" && req.Object != nil && req.Object.Data["v"] == "2" {
 				close(blocked)

@@ -118,7 +118,7 @@ func TestShardedLoopReconcilesEachKeyOnItsOwnerAndHandsOverAfterInFlightReconcil
 	rec := &reconciles{}
 
 	type replica struct {
-		loop   *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList]
+		loop   *shard.Loop[*corev1.ConfigMap]
 		cancel context.CancelFunc
 		done   chan struct{}
 	}
@@ -140,7 +140,7 @@ func TestShardedLoopReconcilesEachKeyOnItsOwnerAndHandsOverAfterInFlightReconcil
 			}
 		}
 		r := &replica{done: make(chan struct{})}
-		r.loop = shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), rec.reconciler(name, block), typed.Options{Workers: 2})
+		r.loop = shard.NewLoop(runManager(t), s, configMapSource(cluster), rec.reconciler(name, block), typed.Options{Workers: 2})
 		_, logCtx := ktesting.NewTestContext(t)
 		ctx, cancel := context.WithCancel(logCtx)
 		r.cancel = cancel
@@ -265,7 +265,7 @@ func TestADeletionQueuedWhenTheShardMovesIsReconciledBeforeTheLeaseIsReleased(t 
 	var initial atomic.Int32
 	blocked := make(chan struct{})
 	depth := make(chan int, 100)
-	loop := shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			if req.Key == "default/a" && req.Object != nil && req.Object.Data["v"] == "2" {
 				close(blocked)

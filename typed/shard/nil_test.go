@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/typedinformer/typedinformer/internal/testsupport/leasefake"
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/manager"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
 
@@ -46,45 +48,49 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := fake.NewClientset().CoreV1().ConfigMaps("")
+	m := manager.New(manager.Options{}) // never run: no case gets as far as its caches
+	cms := configMapSource(fake.NewClientset())
 	ok := typed.ReconcilerFunc[*corev1.ConfigMap](func(context.Context, typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 		return typed.Result{}, nil
 	})
 	var nilReconciler typed.ReconcilerFunc[*corev1.ConfigMap]
+	var nilClient func(string) corev1client.ConfigMapInterface
 	toKey := func(s *corev1.Secret) []string { return []string{s.Namespace + "/" + s.Name} }
 	for _, tc := range []struct {
 		name string
-		loop func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList]
+		loop func() *shard.Loop[*corev1.ConfigMap]
 	}{
-		{"a nil sharder", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
-			return shard.NewLoop(nil, cms, ok, typed.Options{})
+		{"a nil manager", func() *shard.Loop[*corev1.ConfigMap] {
+			return shard.NewLoop(nil, sharder, cms, ok, typed.Options{})
 		}},
-		{"a nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
-			return shard.NewLoop[*corev1.ConfigMap, *corev1.ConfigMapList](sharder, nil, ok, typed.Options{})
+		{"a nil sharder", func() *shard.Loop[*corev1.ConfigMap] {
+			return shard.NewLoop(m, nil, cms, ok, typed.Options{})
 		}},
-		{"a typed-nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
-			var typedNil *shard.Filtered[*corev1.ConfigMap, *corev1.ConfigMapList]
-			return shard.NewLoop[*corev1.ConfigMap, *corev1.ConfigMapList](sharder, typedNil, ok, typed.Options{})
+		{"a Source with a nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap] {
+			return shard.NewLoop(m, sharder, manager.Source[*corev1.ConfigMap, *corev1.ConfigMapList]{}, ok, typed.Options{})
 		}},
-		{"a typed-nil reconciler", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
-			return shard.NewLoop(sharder, cms, nilReconciler, typed.Options{})
+		{"a Source of a nil client", func() *shard.Loop[*corev1.ConfigMap] {
+			return shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](nilClient), ok, typed.Options{})
 		}},
-		{"a Related with a nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
-			l := shard.NewLoop(sharder, cms, ok, typed.Options{})
-			shard.Related[*corev1.Secret, *corev1.SecretList](l, nil, toKey)
+		{"a typed-nil reconciler", func() *shard.Loop[*corev1.ConfigMap] {
+			return shard.NewLoop(m, sharder, cms, nilReconciler, typed.Options{})
+		}},
+		{"a Related with a nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap] {
+			l := shard.NewLoop(m, sharder, cms, ok, typed.Options{})
+			shard.Related(l, manager.Source[*corev1.Secret, *corev1.SecretList]{}, toKey)
 			return l
 		}},
-		{"a nil predicate", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
-			return shard.NewLoop(sharder, cms, ok, typed.Options{}, typed.GenerationChanged[*corev1.ConfigMap], nil)
+		{"a nil predicate", func() *shard.Loop[*corev1.ConfigMap] {
+			return shard.NewLoop(m, sharder, cms, ok, typed.Options{}, typed.GenerationChanged[*corev1.ConfigMap], nil)
 		}},
-		{"a Related with a nil predicate", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
-			l := shard.NewLoop(sharder, cms, ok, typed.Options{})
-			shard.Related[*corev1.Secret, *corev1.SecretList](l, fake.NewClientset().CoreV1().Secrets(""), toKey, nil)
+		{"a Related with a nil predicate", func() *shard.Loop[*corev1.ConfigMap] {
+			l := shard.NewLoop(m, sharder, cms, ok, typed.Options{})
+			shard.Related(l, secretSource(fake.NewClientset()), toKey, nil)
 			return l
 		}},
-		{"a Related with a nil mapping", func() *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList] {
-			l := shard.NewLoop(sharder, cms, ok, typed.Options{})
-			shard.Related[*corev1.Secret, *corev1.SecretList](l, fake.NewClientset().CoreV1().Secrets(""), nil)
+		{"a Related with a nil mapping", func() *shard.Loop[*corev1.ConfigMap] {
+			l := shard.NewLoop(m, sharder, cms, ok, typed.Options{})
+			shard.Related(l, secretSource(fake.NewClientset()), nil)
 			return l
 		}},
 	} {
@@ -100,11 +106,24 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	}
 	var reported error
 	onError := typed.Options{OnError: func(_ context.Context, _ string, err error) { reported = err }}
-	shard.NewLoop(nil, cms, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
+	shard.NewLoop(m, nil, cms, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
 	if !errors.Is(reported, typed.ErrNilArgument) {
 		t.Errorf("RunShard with a nil sharder reported %v, want an error wrapping typed.ErrNilArgument", reported)
 	}
-	var nilLoop *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList]
+	reported = nil
+	shard.NewLoop(nil, sharder, cms, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
+	if !errors.Is(reported, typed.ErrNilArgument) {
+		t.Errorf("RunShard with a nil manager reported %v, want an error wrapping typed.ErrNilArgument", reported)
+	}
+	// A Source whose ListerWatcher is typed-nil is found when a shard's cache is acquired
+	// (manager.Acquire refuses it), not before: RunShard reports it, and returns.
+	reported = nil
+	typedNil := manager.Namespaced[*corev1.ConfigMap](func(string) *shard.Filtered[*corev1.ConfigMap, *corev1.ConfigMapList] { return nil })
+	shard.NewLoop(m, sharder, typedNil, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
+	if !errors.Is(reported, typed.ErrNilArgument) {
+		t.Errorf("RunShard with a typed-nil ListerWatcher reported %v, want an error wrapping typed.ErrNilArgument", reported)
+	}
+	var nilLoop *shard.Loop[*corev1.ConfigMap]
 	nilLoop.RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
 	if err := nilLoop.Run(t.Context()); !errors.Is(err, typed.ErrNilArgument) {
 		t.Errorf("Run of a nil Loop = %v, want an error wrapping typed.ErrNilArgument", err)
@@ -115,10 +134,10 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	if _, ok := nilLoop.Get("default/a"); ok {
 		t.Error("a nil Loop returned an object")
 	}
-	if err := shard.Related(nilLoop, fake.NewClientset().CoreV1().Secrets(""), toKey); !errors.Is(err, typed.ErrNilArgument) {
+	if err := shard.Related(nilLoop, secretSource(fake.NewClientset()), toKey); !errors.Is(err, typed.ErrNilArgument) {
 		t.Errorf("Related of a nil Loop = %v, want an error wrapping typed.ErrNilArgument", err)
 	}
-	if err := shard.Related[*corev1.Secret, *corev1.SecretList](shard.NewLoop(sharder, cms, ok, typed.Options{}), nil, toKey); !errors.Is(err, typed.ErrNilArgument) {
+	if err := shard.Related(shard.NewLoop(m, sharder, cms, ok, typed.Options{}), manager.Source[*corev1.Secret, *corev1.SecretList]{}, toKey); !errors.Is(err, typed.ErrNilArgument) {
 		t.Errorf("Related with a nil ListerWatcher = %v, want an error wrapping typed.ErrNilArgument", err)
 	}
 	if err := sharder.Run(t.Context(), nil); !errors.Is(err, typed.ErrNilArgument) {

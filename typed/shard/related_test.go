@@ -41,7 +41,7 @@ func TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt(t *testing.T) 
 
 			var mu sync.Mutex
 			reconciledBy := map[string][]string{} // key -> replicas, in order
-			loops := map[string]*shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList]{}
+			loops := map[string]*shard.Loop[*corev1.ConfigMap]{}
 			var wg sync.WaitGroup
 			_, logCtx := ktesting.NewTestContext(t)
 			ctx, cancel := context.WithCancel(logCtx)
@@ -54,7 +54,7 @@ func TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt(t *testing.T) 
 				if err != nil {
 					t.Fatal(err)
 				}
-				loop := shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), typed.ReconcilerFunc[*corev1.ConfigMap](
+				loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 					func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 						// The replica reconciling a key holds its shard, and so caches it
 						// (every key's ConfigMap exists): a shard may move under load, when a
@@ -67,7 +67,7 @@ func TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt(t *testing.T) 
 						mu.Unlock()
 						return typed.Result{}, nil
 					}), typed.Options{})
-				shard.Related(loop, cluster.CoreV1().Secrets(""), func(s *corev1.Secret) []string {
+				shard.Related(loop, secretSource(cluster), func(s *corev1.Secret) []string {
 					return []string{s.Namespace + "/" + s.Name}
 				})
 				loops[name] = loop
@@ -158,7 +158,7 @@ func TestRelatedByNamespaceKeepsKeysOfOtherShardsOutOfTheShard(t *testing.T) {
 	var mu sync.Mutex
 	var got []reconcile
 	var reported []error
-	loop := shard.NewLoop(s, cluster.CoreV1().ConfigMaps(""), typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			mu.Lock()
 			got = append(got, reconcile{req.Key, req.Deleted})
@@ -169,7 +169,7 @@ func TestRelatedByNamespaceKeepsKeysOfOtherShardsOutOfTheShard(t *testing.T) {
 		reported = append(reported, err)
 		mu.Unlock()
 	}})
-	shard.Related(loop, cluster.CoreV1().Secrets(""), func(s *corev1.Secret) []string {
+	shard.Related(loop, secretSource(cluster), func(s *corev1.Secret) []string {
 		return []string{nsOf[1] + "/config"}
 	})
 	_, logCtx := ktesting.NewTestContext(t)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/connrotation"
 
 	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/manager"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
 
@@ -41,12 +42,14 @@ type Config struct {
 	Reconcile func(ctx context.Context, replica string, req typed.Request[*corev1.ConfigMap]) (typed.Result, error)
 }
 
-// Replica is one running replica.
+// Replica is one running replica: a Manager, whose caches the Loop's shards are, running
+// the Loop.
 type Replica struct {
 	// Name is the replica's identity.
 	Name    string
+	Manager *manager.Manager
 	Sharder *shard.Sharder
-	Loop    *shard.Loop[*corev1.ConfigMap, *corev1.ConfigMapList]
+	Loop    *shard.Loop[*corev1.ConfigMap]
 
 	cut         atomic.Bool
 	bytes       atomic.Int64
@@ -98,12 +101,20 @@ func Start(ctx context.Context, cfg Config, name string) (*Replica, error) {
 	reconcile := func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 		return cfg.Reconcile(ctx, name, req)
 	}
-	r.Loop = shard.NewLoop(r.Sharder, client.CoreV1().ConfigMaps(cfg.Namespace), typed.ReconcilerFunc[*corev1.ConfigMap](reconcile),
-		typed.Options{Name: "configmaps", Workers: cfg.Workers})
+	// The Manager runs the shards' caches, and the Loop on every replica (it needs no
+	// leader election): its shutdown stops the caches once the Loop has handed its shards
+	// over.
+	r.Manager = manager.New(manager.Options{})
+	r.Loop = shard.NewLoop(r.Manager, r.Sharder, manager.Namespaced[*corev1.ConfigMap](client.CoreV1().ConfigMaps),
+		typed.ReconcilerFunc[*corev1.ConfigMap](reconcile), typed.Options{Name: "configmaps", Workers: cfg.Workers}).
+		WithCacheOptions(manager.CacheOptions[*corev1.ConfigMap]{Namespaces: []string{cfg.Namespace}})
+	if err := r.Manager.Add("configmaps", r.Loop); err != nil {
+		return nil, err
+	}
 	ctx, r.cancel = context.WithCancel(ctx)
 	go func() {
 		defer close(r.done)
-		r.err = r.Loop.Run(ctx)
+		r.err = r.Manager.Run(ctx)
 	}()
 	return r, nil
 }
@@ -116,7 +127,8 @@ func (r *Replica) Crash() {
 	r.dialer.CloseAll()
 }
 
-// Stop stops the replica, which releases its shards, and returns Run's error.
+// Stop stops the replica, which releases its shards, and returns the Manager's Run's
+// error (the Loop's, wrapped).
 func (r *Replica) Stop() error {
 	r.cancel()
 	<-r.done
