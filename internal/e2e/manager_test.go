@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 
@@ -30,32 +28,6 @@ import (
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
-
-// serverWatches returns how many WATCH requests of namespaced ConfigMaps kube-apiserver
-// is serving, from its apiserver_longrunning_requests gauge.
-func serverWatches(ctx context.Context, kube kubernetes.Interface) (int, error) {
-	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") ||
-			!strings.Contains(line, `resource="configmaps"`) || !strings.Contains(line, `scope="namespace"`) ||
-			!strings.Contains(line, `verb="WATCH"`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return 0, fmt.Errorf("reading %q: %w", line, err)
-		}
-		n += int(v)
-	}
-	return n, sc.Err()
-}
 
 // keyLog records the keys a reconciler saw.
 type keyLog struct {
@@ -93,7 +65,7 @@ func TestManagerLoopsShareOneWatch(t *testing.T) {
 	for i := range 3 {
 		createConfigMap(t, admin.kube, ns, fmt.Sprintf("cm-%d", i), nil)
 	}
-	before, err := serverWatches(timeout(t), admin.kube)
+	before, err := serverWatchesOf(timeout(t), admin.kube, "configmaps")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +93,7 @@ func TestManagerLoopsShareOneWatch(t *testing.T) {
 		return diff == "", diff
 	})
 	waitUntil(t, "the server to serve the manager's watch", func() (bool, string) {
-		n, err := serverWatches(timeout(t), admin.kube)
+		n, err := serverWatchesOf(timeout(t), admin.kube, "configmaps")
 		return err == nil && n == before+1, fmt.Sprintf("%d watches (%v), want %d", n, err, before+1)
 	})
 	lists, watches, _ := recorded.snapshot()

@@ -411,12 +411,14 @@ func Related[S event.Object, SL reflect.List, T event.Object](l *Loop[T], src ma
 			return fail(fmt.Errorf("%w: predicate %d of %s", typed.ErrNilArgument, i, name))
 		}
 	}
-	var opts manager.CacheOptions[S]
-	if !src.ClusterScoped {
-		opts.Namespaces = l.namespaces()
-	}
 	byNamespace := l.sharder != nil && l.sharder.opts.Space.By == ByNamespace
 	l.related = append(l.related, func(ctx context.Context, sh Shard, loop *typed.Loop[T], primary *manager.Cache[T]) func() {
+		// The Loop's namespaces as they are when the shard runs: WithCacheOptions may
+		// come after Related.
+		var opts manager.CacheOptions[S]
+		if !src.ClusterScoped {
+			opts.Namespaces = l.namespaces()
+		}
 		var c *manager.Cache[S]
 		var err error
 		if byNamespace {

@@ -19,6 +19,7 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
@@ -75,9 +76,6 @@ type Metrics interface {
 
 // ErrInvalidOptions is returned, wrapped, by New for options that cannot work.
 var ErrInvalidOptions = errors.New("invalid sharding options")
-
-// ErrRunning is returned by Run when the Sharder is already running.
-var ErrRunning = errors.New("sharder already running")
 
 // Shard is a shard held by this replica, given to the work of a Sharder.
 type Shard struct {
@@ -284,7 +282,7 @@ func (s *Sharder) Members() []string {
 // When ctx ends, Run hands every shard over as if it moved away: it cancels every
 // shard's work, waits for it (for RenewDeadline at most if the work waits on Shard.Held),
 // releases the shards' Leases, deletes this replica's member Lease so that the others
-// take its shards at once, and returns with no goroutine left. It returns ErrRunning if
+// take its shards at once, and returns with no goroutine left. It returns an error wrapping controller.ErrAlreadyRunning if
 // the Sharder runs.
 func (s *Sharder) Run(ctx context.Context, work func(ctx context.Context, sh Shard)) error {
 	if work == nil {
@@ -293,7 +291,7 @@ func (s *Sharder) Run(ctx context.Context, work func(ctx context.Context, sh Sha
 	s.mu.Lock()
 	if s.running {
 		s.mu.Unlock()
-		return ErrRunning
+		return fmt.Errorf("sharder %q: %w", s.opts.Name, controller.ErrAlreadyRunning)
 	}
 	s.running = true
 	s.work, s.seen, s.leading = map[int]*campaign{}, map[string]observed{}, map[int]struct{}{}

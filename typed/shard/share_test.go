@@ -211,3 +211,49 @@ func TestLoopsOnOneSharderShareOneWatchPerShardAndRelatedByUIDSharesTheManagersC
 		t.Errorf("%d watches of Secrets open, want 1: the Related cache is the Manager's", n)
 	}
 }
+
+// A Related cache of a namespaced kind is scoped to the Loop's namespaces as they are when
+// a shard runs, also when WithCacheOptions comes after Related.
+func TestRelatedCachesTakeTheLoopsNamespacesWhateverTheOrderOfTheCalls(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string]bool{}
+	secretFake := fake.New[*corev1.Secret, *corev1.SecretList]()
+	secretSrc := manager.Source[*corev1.Secret, *corev1.SecretList]{ListerWatcher: func(ns string) controller.ListerWatcher[*corev1.Secret, *corev1.SecretList] {
+		mu.Lock()
+		asked[ns] = true
+		mu.Unlock()
+		return secretFake
+	}}
+	cmFake := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList]()
+	cmSrc := manager.Source[*corev1.ConfigMap, *corev1.ConfigMapList]{ListerWatcher: func(string) controller.ListerWatcher[*corev1.ConfigMap, *corev1.ConfigMapList] {
+		return cmFake
+	}}
+	m := runManager(t)
+	s, err := shard.New(shard.Options{
+		Client: leasefake.NewServer().CoordinationV1(), Namespace: "default", Name: "order", Identity: "a", Space: shard.Space{Shards: 1},
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec keyRecorder
+	loop := shard.NewLoop(m, s, cmSrc, rec.reconciler(), typed.Options{})
+	if err := shard.Related(loop, secretSrc, func(s *corev1.Secret) []string { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	loop.WithCacheOptions(manager.CacheOptions[*corev1.ConfigMap]{Namespaces: []string{"only"}})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	waitFor(t, "the shard's caches", func() bool { return len(loop.Cached()) == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(map[string]bool{"only": true}, asked); diff != "" {
+		t.Errorf("namespaces the Related Secrets were asked for (-want +got):\n%s", diff)
+	}
+}
