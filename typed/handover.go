@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-
-	"github.com/typedinformer/typedinformer/event"
 )
 
 // ErrHandedOver is reported, wrapped with the reconcile's error, for a deletion whose
@@ -107,17 +105,4 @@ func (l *Loop[T]) reconcileDeletion(held context.Context, run *loopRun[T], key s
 	case res.RequeueAfter > 0:
 		l.report(held, logger, key, fmt.Errorf("%w: it asked to be requeued after %v", ErrHandedOver, res.RequeueAfter), false)
 	}
-}
-
-// deletion is the Request of key, deleted, whose last known state is last (nil when the
-// cache never held it).
-func deletion[T event.Object](key string, last T) Request[T] {
-	req := Request[T]{Key: key, Deleted: true, LastKnown: last}
-	var zero T
-	if last != zero {
-		req.Namespace, req.Name = last.GetNamespace(), last.GetName()
-	} else {
-		req.Namespace, req.Name = event.SplitKey(key)
-	}
-	return req
 }

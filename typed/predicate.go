@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 )
 
@@ -70,7 +71,7 @@ func changed[T event.Object](e event.Event[T], differ func(prior, cur T) bool) b
 
 // And passes an event that every one of preds passes, stopping at the first that does
 // not; with no predicates it passes every event. It returns nil if any of preds is nil,
-// which a Loop's Run reports as an error wrapping ErrNilArgument.
+// which a Loop's Run reports as an error wrapping controller.ErrNilArgument.
 func And[T event.Object](preds ...Predicate[T]) Predicate[T] {
 	if hasNil(preds) {
 		return nil
@@ -87,7 +88,7 @@ func And[T event.Object](preds ...Predicate[T]) Predicate[T] {
 
 // Or passes an event that any of preds passes, stopping at the first that does; with no
 // predicates it passes no event. It returns nil if any of preds is nil, which a Loop's
-// Run reports as an error wrapping ErrNilArgument.
+// Run reports as an error wrapping controller.ErrNilArgument.
 func Or[T event.Object](preds ...Predicate[T]) Predicate[T] {
 	if hasNil(preds) {
 		return nil
@@ -103,7 +104,7 @@ func Or[T event.Object](preds ...Predicate[T]) Predicate[T] {
 }
 
 // Not passes the events pred filters out, and filters out those it passes. It returns nil
-// if pred is nil, which a Loop's Run reports as an error wrapping ErrNilArgument.
+// if pred is nil, which a Loop's Run reports as an error wrapping controller.ErrNilArgument.
 //
 // Not of a ready predicate filters every addition and deletion, which the ready ones
 // always pass. A Loop whose predicates filter deletions still gives a reconcile of the
@@ -124,12 +125,12 @@ func hasNil[T event.Object](preds []Predicate[T]) bool {
 	return false
 }
 
-// checkPredicates returns an error wrapping ErrNilArgument that names the first nil one
+// checkPredicates returns an error wrapping controller.ErrNilArgument that names the first nil one
 // of preds, whose are they.
 func checkPredicates[T event.Object](preds []Predicate[T], whose string) error {
 	for i, p := range preds {
 		if p == nil {
-			return fmt.Errorf("%w: %s predicate %d", ErrNilArgument, whose, i)
+			return fmt.Errorf("%w: %s predicate %d", controller.ErrNilArgument, whose, i)
 		}
 	}
 	return nil

@@ -625,3 +625,16 @@ func orFallback[R any](s safeLimiter, method, key string, call, fallback func(st
 	}()
 	return call(key)
 }
+
+// deletion is the Request of key, deleted, whose last known state is last (nil when the
+// cache never held it).
+func deletion[T event.Object](key string, last T) Request[T] {
+	req := Request[T]{Key: key, Deleted: true, LastKnown: last}
+	var zero T
+	if last != zero {
+		req.Namespace, req.Name = last.GetNamespace(), last.GetName()
+	} else {
+		req.Namespace, req.Name = event.SplitKey(key)
+	}
+	return req
+}
