@@ -308,8 +308,8 @@ func TestDynamicWatchStopEndsItsGoroutine(t *testing.T) {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The goroutines the watch started: any package typed starts, or watch.Filter's.
-	watchGoroutines := []string{"k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop(", "created by github.com/typedinformer/typedinformer/typed."}
+	// The goroutines the watch started: any package client starts, or watch.Filter's.
+	watchGoroutines := []string{"k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop(", "created by github.com/typedinformer/typedinformer/typed/client."}
 	waitUntil(t, "the watch's goroutine holds the event, waiting for a reader", func() (bool, string) {
 		return len(testwait.Goroutines(watchGoroutines, "chan send", "select")) > 0, "no goroutine of the watch is sending"
 	})
