@@ -78,8 +78,8 @@ func TestRelatedReturnsItsNilArgumentErrors(t *testing.T) {
 	c := controller.New[obj, list](fake.New[obj, list]())
 	keysOf := func(obj) []string { return nil }
 	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
-	if err := typed.Related[obj, obj](nil, c, keysOf); !errors.Is(err, typed.ErrNilArgument) {
-		t.Errorf("Related of a nil Loop = %v, want ErrNilArgument", err)
+	if err := typed.Related[obj, obj](nil, c, keysOf); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("Related of a nil Loop = %v, want controller.ErrNilArgument", err)
 	}
 	for _, tc := range []struct {
 		name    string
@@ -91,11 +91,11 @@ func TestRelatedReturnsItsNilArgumentErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := typed.NewLoop(c, ok, typed.Options{})
-			if err := tc.related(l); !errors.Is(err, typed.ErrNilArgument) {
-				t.Errorf("Related = %v, want ErrNilArgument", err)
+			if err := tc.related(l); !errors.Is(err, controller.ErrNilArgument) {
+				t.Errorf("Related = %v, want controller.ErrNilArgument", err)
 			}
-			if err := l.Run(t.Context()); !errors.Is(err, typed.ErrNilArgument) {
-				t.Errorf("Run = %v, want ErrNilArgument", err)
+			if err := l.Run(t.Context()); !errors.Is(err, controller.ErrNilArgument) {
+				t.Errorf("Run = %v, want controller.ErrNilArgument", err)
 			}
 		})
 	}

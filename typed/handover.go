@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/controller"
 )
 
 // ErrHandedOver is reported, wrapped with the reconcile's error, for a deletion whose
@@ -30,10 +32,10 @@ var ErrHandedOver = errors.New("handed over before the deletion's reconcile succ
 // ErrHandedOver, and not retried. It returns once no deletion is left, or at once after
 // the in-flight reconciles when held ends (their context is held's), dropping the rest.
 //
-// A nil held is an error wrapping ErrNilArgument, as are the arguments Run refuses.
+// A nil held is an error wrapping controller.ErrNilArgument, as are the arguments Run refuses.
 func (l *Loop[T]) RunHandingOver(ctx, held context.Context) error {
 	if held == nil {
-		return fmt.Errorf("%w: RunHandingOver's held context", ErrNilArgument)
+		return fmt.Errorf("%w: RunHandingOver's held context", controller.ErrNilArgument)
 	}
 	return l.serve(ctx, held)
 }

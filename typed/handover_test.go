@@ -284,7 +284,7 @@ func TestRunHandingOverWithANilHeldIsAnError(t *testing.T) {
 		return typed.Result{}, nil
 	}), typed.Options{})
 	//nolint:staticcheck // a nil context is what this attacks
-	if err := l.RunHandingOver(t.Context(), nil); !errors.Is(err, typed.ErrNilArgument) {
-		t.Errorf("RunHandingOver with a nil held = %v, want an error wrapping ErrNilArgument", err)
+	if err := l.RunHandingOver(t.Context(), nil); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("RunHandingOver with a nil held = %v, want an error wrapping controller.ErrNilArgument", err)
 	}
 }

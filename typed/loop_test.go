@@ -576,20 +576,20 @@ func TestNilArgumentsAreErrorsNotPanics(t *testing.T) {
 		run  func(ctx context.Context) error
 		want error
 	}{
-		{"a Loop over a nil source", typed.NewLoop[obj](nil, ok, typed.Options{}).Run, typed.ErrNilArgument},
-		{"a Loop over a typed-nil controller", typed.NewLoop((*controller.Controller[obj, list])(nil), ok, typed.Options{}).Run, typed.ErrNilArgument},
-		{"a Loop with a nil reconciler", typed.NewLoop(c, nil, typed.Options{}).Run, typed.ErrNilArgument},
-		{"a Loop with a nil ReconcilerFunc", typed.NewLoop(c, typed.ReconcilerFunc[obj](nil), typed.Options{}).Run, typed.ErrNilArgument},
-		{"a Loop related to a nil controller", related(typed.NewLoop(c, ok, typed.Options{}), nil, func(obj) []string { return nil }).Run, typed.ErrNilArgument},
-		{"a Loop related through a nil mapping", related(typed.NewLoop(c, ok, typed.Options{}), c, nil).Run, typed.ErrNilArgument},
-		{"a Loop with a nil predicate", typed.NewLoop(c, ok, typed.Options{}, typed.LabelsChanged, nil).Run, typed.ErrNilArgument},
-		{"a Loop with a combinator of a nil predicate", typed.NewLoop(c, ok, typed.Options{}, typed.Not[obj](nil)).Run, typed.ErrNilArgument},
+		{"a Loop over a nil source", typed.NewLoop[obj](nil, ok, typed.Options{}).Run, controller.ErrNilArgument},
+		{"a Loop over a typed-nil controller", typed.NewLoop((*controller.Controller[obj, list])(nil), ok, typed.Options{}).Run, controller.ErrNilArgument},
+		{"a Loop with a nil reconciler", typed.NewLoop(c, nil, typed.Options{}).Run, controller.ErrNilArgument},
+		{"a Loop with a nil ReconcilerFunc", typed.NewLoop(c, typed.ReconcilerFunc[obj](nil), typed.Options{}).Run, controller.ErrNilArgument},
+		{"a Loop related to a nil controller", related(typed.NewLoop(c, ok, typed.Options{}), nil, func(obj) []string { return nil }).Run, controller.ErrNilArgument},
+		{"a Loop related through a nil mapping", related(typed.NewLoop(c, ok, typed.Options{}), c, nil).Run, controller.ErrNilArgument},
+		{"a Loop with a nil predicate", typed.NewLoop(c, ok, typed.Options{}, typed.LabelsChanged, nil).Run, controller.ErrNilArgument},
+		{"a Loop with a combinator of a nil predicate", typed.NewLoop(c, ok, typed.Options{}, typed.Not[obj](nil)).Run, controller.ErrNilArgument},
 		{"a Loop related with a nil predicate", func(ctx context.Context) error {
 			l := typed.NewLoop(c, ok, typed.Options{})
 			typed.Related(l, c, func(obj) []string { return nil }, typed.Or[obj](typed.LabelsChanged, nil))
 			return l.Run(ctx)
-		}, typed.ErrNilArgument},
-		{"RunAll with a nil function", func(ctx context.Context) error { return typed.RunAll(ctx, nil) }, typed.ErrNilArgument},
+		}, controller.ErrNilArgument},
+		{"RunAll with a nil function", func(ctx context.Context) error { return typed.RunAll(ctx, nil) }, controller.ErrNilArgument},
 		{"a nil handler", func(context.Context) error { _, err := c.AddHandler("nil", nil); return err }, controller.ErrNilHandler},
 		{"a nil HandlerFunc", func(context.Context) error {
 			_, err := c.AddHandler("nil func", controller.HandlerFunc[obj](nil))

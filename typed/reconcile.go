@@ -81,11 +81,6 @@ func IsTerminal(err error) bool {
 // Options.MaxRetries times in a row; the key is then dropped until its next event.
 var ErrRetriesExhausted = errors.New("retries exhausted")
 
-// ErrNilArgument is controller.ErrNilArgument: Run returns it, wrapped with what was nil,
-// for a Loop made with a nil source or reconciler, or related to a nil source or mapping,
-// and RunAll for a nil function.
-var ErrNilArgument = controller.ErrNilArgument
-
 // Metrics receives a Loop's counters and gauges. Implementations must be safe for
 // concurrent use.
 type Metrics interface {
@@ -240,7 +235,7 @@ func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds
 // deletion that must never be missed, even while no replica runs the Loop, needs a
 // finalizer. When the keys move to another process that runs on, RunHandingOver
 // reconciles those deletions first. Run returns an error wrapping controller.ErrAlreadyRunning if the Loop is already running, and an error
-// wrapping ErrNilArgument for a nil controller, reconciler or predicate.
+// wrapping controller.ErrNilArgument for a nil controller, reconciler or predicate.
 func (l *Loop[T]) Run(ctx context.Context) error {
 	return l.serve(ctx, nil)
 }
@@ -249,9 +244,9 @@ func (l *Loop[T]) Run(ctx context.Context) error {
 func (l *Loop[T]) serve(ctx, held context.Context) error {
 	switch {
 	case guard.IsNil(l.src):
-		return fmt.Errorf("%w: the Loop's source", ErrNilArgument)
+		return fmt.Errorf("%w: the Loop's source", controller.ErrNilArgument)
 	case guard.IsNil(l.r):
-		return fmt.Errorf("%w: the Loop's reconciler", ErrNilArgument)
+		return fmt.Errorf("%w: the Loop's reconciler", controller.ErrNilArgument)
 	}
 	if err := checkPredicates(l.preds, "the Loop's"); err != nil {
 		return err

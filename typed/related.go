@@ -29,7 +29,7 @@ import (
 // reconcilers can read its store. Called while the Loop runs, it takes effect at once
 // (the running Loop does not wait for secondary to sync) and for every later Run.
 //
-// It returns an error wrapping ErrNilArgument for a nil l, secondary, mapping or
+// It returns an error wrapping controller.ErrNilArgument for a nil l, secondary, mapping or
 // predicate. Run returns the same error for the last three, so that an unchecked mistake
 // still stops the Loop rather than reconciling without the relation.
 func Related[S event.Object, T event.Object](
@@ -38,14 +38,14 @@ func Related[S event.Object, T event.Object](
 	preds = slices.Clone(preds)
 	var zero S
 	if l == nil {
-		return fmt.Errorf("%w: Related's Loop, for %T", ErrNilArgument, zero)
+		return fmt.Errorf("%w: Related's Loop, for %T", controller.ErrNilArgument, zero)
 	}
 	validate := func() error {
 		switch {
 		case guard.IsNil(secondary):
-			return fmt.Errorf("%w: Related's source of %T", ErrNilArgument, zero)
+			return fmt.Errorf("%w: Related's source of %T", controller.ErrNilArgument, zero)
 		case keysOf == nil:
-			return fmt.Errorf("%w: Related's mapping of %T", ErrNilArgument, zero)
+			return fmt.Errorf("%w: Related's mapping of %T", controller.ErrNilArgument, zero)
 		}
 		return checkPredicates(preds, fmt.Sprintf("Related's %T", zero))
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/typedinformer/typedinformer/controller"
 )
 
 // RunAll runs every function on its own goroutine with a context that is cancelled when
 // ctx ends or any function returns an error, and returns once all have returned, with
-// their errors joined; a nil function is an error wrapping ErrNilArgument. It is how a
+// their errors joined; a nil function is an error wrapping controller.ErrNilArgument. It is how a
 // program runs its controllers and loops together:
 //
 //	typed.RunAll(ctx, configMaps.Run, secrets.Run, loop.Run)
@@ -20,7 +22,7 @@ func RunAll(ctx context.Context, fns ...func(context.Context) error) error {
 	errs := make([]error, len(fns))
 	for i, fn := range fns {
 		if fn == nil {
-			errs[i] = fmt.Errorf("%w: RunAll's function %d", ErrNilArgument, i)
+			errs[i] = fmt.Errorf("%w: RunAll's function %d", controller.ErrNilArgument, i)
 			cancel()
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/guard"
@@ -98,7 +99,7 @@ func For[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...C
 	o := mergeCacheOptions(opts)
 	b := &Builder[T]{m: m, namespaces: o.Namespaces, clusterScoped: src.ClusterScoped}
 	if m == nil {
-		b.fail(fmt.Errorf("For(%T): %w: the manager", zero, typed.ErrNilArgument))
+		b.fail(fmt.Errorf("For(%T): %w: the manager", zero, controller.ErrNilArgument))
 		return b
 	}
 	c, err := Acquire(m, src, opts...)
@@ -142,7 +143,7 @@ func (b *Builder[T]) WithPredicates(preds ...typed.Predicate[T]) *Builder[T] {
 	var zero T
 	for i, p := range preds {
 		if p == nil {
-			b.fail(fmt.Errorf("WithPredicates(%T): %w: predicate %d", zero, typed.ErrNilArgument, i))
+			b.fail(fmt.Errorf("WithPredicates(%T): %w: predicate %d", zero, controller.ErrNilArgument, i))
 		}
 	}
 	b.preds = append(b.preds, preds...)
@@ -215,7 +216,7 @@ func (c *Cache[T]) isClusterScoped() bool { return c != nil && c.clusterScoped }
 func (c *Cache[T]) watchedCache(m *Manager, _ []string) (*Cache[T], bool, error) {
 	switch {
 	case c == nil:
-		return nil, false, fmt.Errorf("%w: a nil Cache", typed.ErrNilArgument)
+		return nil, false, fmt.Errorf("%w: a nil Cache", controller.ErrNilArgument)
 	case c.released.Load():
 		return nil, false, ErrReleased
 	case c.m != m:
@@ -267,7 +268,7 @@ func Watches[S event.Object, T event.Object](b *Builder[T], from Watched[S], key
 		return nil
 	}
 	if keysOf == nil {
-		b.fail(fmt.Errorf("Watches(%T): %w: the mapping", zero, typed.ErrNilArgument))
+		b.fail(fmt.Errorf("Watches(%T): %w: the mapping", zero, controller.ErrNilArgument))
 		return nil
 	}
 	return watchKind(b, "Watches", from, preds, func(schema.GroupKind) func(S) []string { return keysOf })
@@ -286,15 +287,15 @@ func watchKind[S event.Object, T event.Object](
 		return nil // documented: nothing is left to report an error to
 	}
 	if guard.IsNil(from) {
-		return fail(fmt.Errorf("%w: the Source or Cache", typed.ErrNilArgument))
+		return fail(fmt.Errorf("%w: the Source or Cache", controller.ErrNilArgument))
 	}
 	for i, p := range preds {
 		if p == nil {
-			return fail(fmt.Errorf("%w: predicate %d", typed.ErrNilArgument, i))
+			return fail(fmt.Errorf("%w: predicate %d", controller.ErrNilArgument, i))
 		}
 	}
 	if b.m == nil {
-		return fail(fmt.Errorf("%w: the manager", typed.ErrNilArgument))
+		return fail(fmt.Errorf("%w: the manager", controller.ErrNilArgument))
 	}
 	namespaces := b.namespaces
 	if b.clusterScoped {
@@ -324,14 +325,14 @@ func (b *Builder[T]) fail(err error) { b.errs = append(b.errs, err) }
 // it also takes keys by hand (Loop.Enqueue, Enqueue) and from triggers (Loop.AddTrigger).
 //
 // It returns every error of the declaration, joined, and no Loop, having released every
-// cache the Builder acquired: nil arguments (errors.Is typed.ErrNilArgument), caches that
+// cache the Builder acquired: nil arguments (errors.Is controller.ErrNilArgument), caches that
 // could not be acquired (see Acquire), a cluster-scoped owned kind of a namespaced owner
 // (ErrScope), owned kinds of an unknown owner kind (ErrNoOwnerKind), and a second call
 // (ErrAlreadyCompleted).
 func (b *Builder[T]) Complete(r typed.Reconciler[T]) (*Loop[T], error) {
 	var zero T
 	if b == nil {
-		return nil, fmt.Errorf("%w: Complete's builder, for %T", typed.ErrNilArgument, zero)
+		return nil, fmt.Errorf("%w: Complete's builder, for %T", controller.ErrNilArgument, zero)
 	}
 	if b.completed {
 		return nil, fmt.Errorf("%w: the builder of %T", ErrAlreadyCompleted, zero)
@@ -339,7 +340,7 @@ func (b *Builder[T]) Complete(r typed.Reconciler[T]) (*Loop[T], error) {
 	b.completed = true
 	errs := b.errs
 	if guard.IsNil(r) {
-		errs = append(errs, fmt.Errorf("Complete(%T): %w: the reconciler", zero, typed.ErrNilArgument))
+		errs = append(errs, fmt.Errorf("Complete(%T): %w: the reconciler", zero, controller.ErrNilArgument))
 	}
 	kind, known := b.primaryKind()
 	if b.owns && !known {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/typed"
@@ -451,26 +452,26 @@ func TestCompleteReturnsEveryErrorOfTheDeclarationAndReleasesItsCaches(t *testin
 		declare: func(*manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			return manager.For(nil, source(fake.New[cm, cmList]())), reconciler, nil
 		},
-		wantIs: []error{typed.ErrNilArgument},
+		wantIs: []error{controller.ErrNilArgument},
 	}, {
 		name: "a nil reconciler",
 		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			return manager.For(m, source(fake.New[cm, cmList]())), nil, nil
 		},
-		wantIs: []error{typed.ErrNilArgument},
+		wantIs: []error{controller.ErrNilArgument},
 	}, {
 		name: "a Source without a ListerWatcher",
 		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			return manager.For(m, manager.Source[cm, cmList]{}), reconciler, nil
 		},
-		wantIs: []error{typed.ErrNilArgument},
+		wantIs: []error{controller.ErrNilArgument},
 	}, {
 		name: "a nil predicate",
 		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
 			b := manager.For(m, source(fake.New[cm, cmList]())).WithPredicates(nil)
 			return b, reconciler, []waiter{manager.Owns(b, sourceOf(fake.New[secret, secretList]()), nil)}
 		},
-		wantIs:     []error{typed.ErrNilArgument},
+		wantIs:     []error{controller.ErrNilArgument},
 		wantInText: []string{"WithPredicates(*v1.ConfigMap)", "Owns(*v1.Secret)"},
 	}, {
 		name: "a nil mapping",
@@ -478,7 +479,7 @@ func TestCompleteReturnsEveryErrorOfTheDeclarationAndReleasesItsCaches(t *testin
 			b := manager.For(m, source(fake.New[cm, cmList]()))
 			return b, reconciler, []waiter{manager.Watches(b, sourceOf(fake.New[secret, secretList]()), nil)}
 		},
-		wantIs: []error{typed.ErrNilArgument},
+		wantIs: []error{controller.ErrNilArgument},
 	}, {
 		name: "a cluster-scoped kind owned by a namespaced one",
 		declare: func(m *manager.Manager) (*manager.Builder[cm], typed.Reconciler[cm], []waiter) {
@@ -506,7 +507,7 @@ func TestCompleteReturnsEveryErrorOfTheDeclarationAndReleasesItsCaches(t *testin
 			watched := manager.Watches(b, sourceOf(fake.New[secret, secretList]()), nil)
 			return b, nil, []waiter{owned, watched}
 		},
-		wantIs:     []error{manager.ErrScope, typed.ErrNilArgument},
+		wantIs:     []error{manager.ErrScope, controller.ErrNilArgument},
 		wantInText: []string{"Owns(*v1.Namespace)", "Watches(*v1.Secret)", "Complete(*v1.ConfigMap)"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,7 +22,6 @@ import (
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/reflect"
-	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
 )
 
@@ -158,7 +157,7 @@ type entry struct {
 //
 // All methods are safe for concurrent use. Once released, a handle reads as empty and
 // its other methods return ErrReleased; a nil handle reads as empty too, and its other
-// methods return an error wrapping typed.ErrNilArgument.
+// methods return an error wrapping controller.ErrNilArgument.
 type Cache[T event.Object] struct {
 	m             *Manager
 	name          string
@@ -201,17 +200,17 @@ type shared[T event.Object] interface {
 //
 // opts is variadic so that it can be left out; several are merged in order. Acquire
 // returns an error, and no handle, for a nil manager, ListerWatcher or index function
-// (typed.ErrNilArgument), an invalid scope (ErrScope), an index named
+// (controller.ErrNilArgument), an invalid scope (ErrScope), an index named
 // eventcache.NamespaceIndex (eventcache.ErrIndexExists), a Source of a generic type
 // without a Resource (ErrNoResource), and once m has stopped (ErrStopped). Indexes that
 // the shared cache lacks are added to it (see CacheOptions.Indexers).
 func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...CacheOptions[T]) (*Cache[T], error) {
 	var zero T
 	if m == nil {
-		return nil, fmt.Errorf("%w: Acquire's manager", typed.ErrNilArgument)
+		return nil, fmt.Errorf("%w: Acquire's manager", controller.ErrNilArgument)
 	}
 	if src.ListerWatcher == nil {
-		return nil, fmt.Errorf("%w: the ListerWatcher of the Source of %T", typed.ErrNilArgument, zero)
+		return nil, fmt.Errorf("%w: the ListerWatcher of the Source of %T", controller.ErrNilArgument, zero)
 	}
 	if needsResource[T]() && src.Resource == "" {
 		return nil, fmt.Errorf("%w: a Source of %T needs Source.Resource (see Dynamic)", ErrNoResource, zero)
@@ -220,13 +219,13 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 	for _, name := range slices.Sorted(maps.Keys(o.Indexers)) {
 		switch {
 		case o.Indexers[name] == nil:
-			return nil, fmt.Errorf("%w: the function of index %q of %T", typed.ErrNilArgument, name, zero)
+			return nil, fmt.Errorf("%w: the function of index %q of %T", controller.ErrNilArgument, name, zero)
 		case name == eventcache.NamespaceIndex:
 			return nil, fmt.Errorf("%w: %q is the built-in namespace index; give yours another name", eventcache.ErrIndexExists, name)
 		}
 	}
 	if o.Transform == nil && o.TransformName != "" {
-		return nil, fmt.Errorf("%w: TransformName %q has no Transform", typed.ErrNilArgument, o.TransformName)
+		return nil, fmt.Errorf("%w: TransformName %q has no Transform", controller.ErrNilArgument, o.TransformName)
 	}
 	namespaces, err := scope(src.ClusterScoped, o.Namespaces)
 	if err != nil {
@@ -331,7 +330,7 @@ func listerWatcher[T event.Object, L reflect.List](src Source[T, L], ns string) 
 		}
 	}()
 	if lw = src.ListerWatcher(ns); guard.IsNil(lw) {
-		return nil, fmt.Errorf("%w: the Source of %T returned no ListerWatcher for namespace %q", typed.ErrNilArgument, zero, ns)
+		return nil, fmt.Errorf("%w: the Source of %T returned no ListerWatcher for namespace %q", controller.ErrNilArgument, zero, ns)
 	}
 	return lw, nil
 }
@@ -671,7 +670,7 @@ func (c *Cache[T]) HasSynced() bool {
 // caches (returning ErrStopped): a cache that stopped will not sync.
 func (c *Cache[T]) WaitForSync(ctx context.Context) error {
 	if c == nil {
-		return fmt.Errorf("%w: a nil Cache", typed.ErrNilArgument)
+		return fmt.Errorf("%w: a nil Cache", controller.ErrNilArgument)
 	}
 	if c.released.Load() {
 		return ErrReleased
@@ -783,7 +782,7 @@ func (c *Cache[T]) AddHandler(name string, h controller.Handler[T]) (*controller
 		return nil, fmt.Errorf("%w: handler %q", controller.ErrNilHandler, name)
 	}
 	if c == nil {
-		return nil, fmt.Errorf("%w: a nil Cache", typed.ErrNilArgument)
+		return nil, fmt.Errorf("%w: a nil Cache", controller.ErrNilArgument)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -27,7 +27,6 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
-	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
@@ -486,20 +485,20 @@ func TestAcquireRejectsBadInput(t *testing.T) {
 	}{{
 		name: "nil manager",
 		err:  acquireCM(nil, source(f)),
-		want: typed.ErrNilArgument,
+		want: controller.ErrNilArgument,
 	}, {
 		name: "a Source without a ListerWatcher",
 		err:  acquireCM(manager.New(manager.Options{}), manager.Source[cm, cmList]{}),
-		want: typed.ErrNilArgument,
+		want: controller.ErrNilArgument,
 	}, {
 		name: "a Source made from a nil function",
 		err:  acquireCM(manager.New(manager.Options{}), manager.Namespaced[cm, cmList, *cmFake](nil)),
-		want: typed.ErrNilArgument,
+		want: controller.ErrNilArgument,
 	}, {
 		name: "a Source that returns a typed nil ListerWatcher",
 		err: acquireCM(manager.New(manager.Options{}), manager.Namespaced[cm](func(string) *cmFake { return nilFake }),
 			manager.CacheOptions[cm]{Namespaces: []string{"a", "b"}}),
-		want: typed.ErrNilArgument,
+		want: controller.ErrNilArgument,
 	}, {
 		name: "a Source that panics",
 		err: acquireCM(manager.New(manager.Options{}), manager.Namespaced[cm](func(string) *cmFake { panic("source boom") }),
@@ -517,7 +516,7 @@ func TestAcquireRejectsBadInput(t *testing.T) {
 	}, {
 		name: "a TransformName without a Transform",
 		err:  acquireCM(manager.New(manager.Options{}), source(f), manager.CacheOptions[cm]{TransformName: "strip"}),
-		want: typed.ErrNilArgument,
+		want: controller.ErrNilArgument,
 	}, {
 		name: "an index named as the built-in namespace index",
 		err:  acquireCM(withIndex, source(f), manager.CacheOptions[cm]{Indexers: eventcache.Indexers[cm]{eventcache.NamespaceIndex: byName}}),
@@ -525,7 +524,7 @@ func TestAcquireRejectsBadInput(t *testing.T) {
 	}, {
 		name: "a nil index function",
 		err:  acquireCM(withIndex, source(f), manager.CacheOptions[cm]{Indexers: eventcache.Indexers[cm]{"by-nothing": nil}}),
-		want: typed.ErrNilArgument,
+		want: controller.ErrNilArgument,
 	}, {
 		name: "a manager that has stopped",
 		err:  acquireCM(stoppedManager, source(f)),
@@ -561,7 +560,7 @@ func TestUnstructuredCachesNeedAResource(t *testing.T) {
 	}
 	c.Release()
 	_, err = manager.Acquire(m, manager.Dynamic(nil, corev1.SchemeGroupVersion.WithResource("configmaps"), false))
-	if !errors.Is(err, typed.ErrNilArgument) {
+	if !errors.Is(err, controller.ErrNilArgument) {
 		t.Errorf("Acquire through a nil dynamic client = %v, want ErrNilArgument", err)
 	}
 }

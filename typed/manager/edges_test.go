@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/typed"
@@ -457,13 +458,13 @@ func TestRelatedWithABadPredicateHoldsNoHandle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := manager.Related(loop, related, func(secret) []string { return nil }, typed.Not[secret](nil)); !errors.Is(err, typed.ErrNilArgument) {
+	if err := manager.Related(loop, related, func(secret) []string { return nil }, typed.Not[secret](nil)); !errors.Is(err, controller.ErrNilArgument) {
 		t.Fatalf("Related = %v, want ErrNilArgument", err)
 	}
 	<-related.Release()
 	ctx, cancel := context.WithCancel(testContext(t))
 	defer cancel()
-	if err := m.Run(ctx); !errors.Is(err, typed.ErrNilArgument) {
+	if err := m.Run(ctx); !errors.Is(err, controller.ErrNilArgument) {
 		t.Errorf("Run = %v, want the Loop's ErrNilArgument", err)
 	}
 	if n := secrets.Watching(); n != 0 {

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/controller"
 )
 
 // Check is a health or readiness check: it returns nil when healthy, or why not. It gets
@@ -40,20 +40,20 @@ type loopNeeds struct {
 }
 
 // AddHealthCheck adds a check to /healthz (HealthzHandler). It returns an error wrapping
-// typed.ErrNilArgument for a nil check.
+// controller.ErrNilArgument for a nil check.
 func (m *Manager) AddHealthCheck(name string, check Check) error {
 	return m.addCheck(liveness, name, check)
 }
 
 // AddReadyCheck adds a check to /readyz (ReadyzHandler). It returns an error wrapping
-// typed.ErrNilArgument for a nil check.
+// controller.ErrNilArgument for a nil check.
 func (m *Manager) AddReadyCheck(name string, check Check) error {
 	return m.addCheck(readiness, name, check)
 }
 
 func (m *Manager) addCheck(p probe, name string, check Check) error {
 	if m == nil || check == nil {
-		return fmt.Errorf("%w: %s check %q, or its manager", typed.ErrNilArgument, p, name)
+		return fmt.Errorf("%w: %s check %q, or its manager", controller.ErrNilArgument, p, name)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/typed"
@@ -28,15 +29,15 @@ type Loop[T event.Object] struct {
 //
 // Over a cache of several namespaces it is still one typed.Loop, whose opts.Workers
 // workers take the keys of every namespace. It returns an error wrapping
-// typed.ErrNilArgument for a nil c or r, ErrReleased for a released c, and ErrStopped
+// controller.ErrNilArgument for a nil c or r, ErrReleased for a released c, and ErrStopped
 // once the Manager is stopping.
 func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Options, preds ...typed.Predicate[T]) (*Loop[T], error) {
 	var zero T
 	switch {
 	case c == nil:
-		return nil, fmt.Errorf("%w: NewLoop's cache of %T", typed.ErrNilArgument, zero)
+		return nil, fmt.Errorf("%w: NewLoop's cache of %T", controller.ErrNilArgument, zero)
 	case guard.IsNil(r):
-		return nil, fmt.Errorf("%w: NewLoop's reconciler of %T", typed.ErrNilArgument, zero)
+		return nil, fmt.Errorf("%w: NewLoop's reconciler of %T", controller.ErrNilArgument, zero)
 	}
 	if opts.Name == "" {
 		opts.Name = fmt.Sprintf("%T", zero) // typed.NewLoop's default, which the Manager names it by too
@@ -74,18 +75,18 @@ func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Opti
 // cache is dropped, as it names nothing l reconciles; a key of the wrong scope (see
 // ErrInvalidKey) is dropped and reported.
 //
-// It returns an error wrapping typed.ErrNilArgument for a nil argument, ErrReleased for a
+// It returns an error wrapping controller.ErrNilArgument for a nil argument, ErrReleased for a
 // released secondary, and ErrStopped once the Manager is stopping; a secondary of another
 // Manager is an error.
 func Related[S event.Object, T event.Object](l *Loop[T], secondary *Cache[S], keysOf func(S) []string, preds ...typed.Predicate[S]) error {
 	var zero S
 	switch {
 	case l == nil:
-		return fmt.Errorf("%w: Related's loop, for %T", typed.ErrNilArgument, zero)
+		return fmt.Errorf("%w: Related's loop, for %T", controller.ErrNilArgument, zero)
 	case secondary == nil:
-		return fmt.Errorf("%w: Related's cache of %T", typed.ErrNilArgument, zero)
+		return fmt.Errorf("%w: Related's cache of %T", controller.ErrNilArgument, zero)
 	case keysOf == nil:
-		return fmt.Errorf("%w: Related's mapping of %T", typed.ErrNilArgument, zero)
+		return fmt.Errorf("%w: Related's mapping of %T", controller.ErrNilArgument, zero)
 	case secondary.m != l.cache.m:
 		return fmt.Errorf("related cache %s belongs to another manager than loop %q", secondary.Name(), l.needs.name)
 	}

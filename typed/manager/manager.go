@@ -18,7 +18,6 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/guard"
-	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
@@ -193,18 +192,18 @@ func New(opts Options) *Manager {
 // leader election (see LeaderElectionRunnable, EveryReplica). Added while the Manager
 // runs, it starts at once (when it needs leader election: at once if this replica leads,
 // else in its next term). A panic in r is recovered and stops the Manager as an error
-// (*PanicError) would. Add returns an error wrapping typed.ErrNilArgument for a nil r, and
+// (*PanicError) would. Add returns an error wrapping controller.ErrNilArgument for a nil r, and
 // ErrStopped once the Manager is stopping.
 func (m *Manager) Add(name string, r Runnable) error {
 	if m == nil {
-		return fmt.Errorf("%w: Add's manager", typed.ErrNilArgument)
+		return fmt.Errorf("%w: Add's manager", controller.ErrNilArgument)
 	}
 	inner := r
 	if e, ok := r.(everyReplica); ok {
 		inner = e.Runnable
 	}
 	if guard.IsNil(inner) {
-		return fmt.Errorf("%w: runnable %q", typed.ErrNilArgument, name)
+		return fmt.Errorf("%w: runnable %q", controller.ErrNilArgument, name)
 	}
 	leader, err := needsLeader(name, r)
 	if err != nil {
@@ -351,7 +350,7 @@ func (m *Manager) fail(ctx context.Context, err error) {
 // leaves no goroutine behind. It returns an error wrapping controller.ErrAlreadyRunning when called again.
 func (m *Manager) Run(ctx context.Context) error {
 	if m == nil {
-		return fmt.Errorf("%w: Run's manager", typed.ErrNilArgument)
+		return fmt.Errorf("%w: Run's manager", controller.ErrNilArgument)
 	}
 	logger := klog.FromContext(ctx)
 	m.mu.Lock()

@@ -456,24 +456,24 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"Add of a nil runnable", m.Add("nil", nil), typed.ErrNilArgument},
-		{"Add of a nil RunnableFunc", m.Add("nil func", nilFunc), typed.ErrNilArgument},
-		{"Add of EveryReplica(nil)", m.Add("every nil", manager.EveryReplica(nil)), typed.ErrNilArgument},
-		{"Add to a nil manager", nilManager.Add("x", failing(nil)), typed.ErrNilArgument},
+		{"Add of a nil runnable", m.Add("nil", nil), controller.ErrNilArgument},
+		{"Add of a nil RunnableFunc", m.Add("nil func", nilFunc), controller.ErrNilArgument},
+		{"Add of EveryReplica(nil)", m.Add("every nil", manager.EveryReplica(nil)), controller.ErrNilArgument},
+		{"Add to a nil manager", nilManager.Add("x", failing(nil)), controller.ErrNilArgument},
 		{"Add to a stopped manager", stopped.Add("late", failing(nil)), manager.ErrStopped},
-		{"Run of a nil manager", nilManager.Run(testContext(t)), typed.ErrNilArgument},
+		{"Run of a nil manager", nilManager.Run(testContext(t)), controller.ErrNilArgument},
 		{"Run twice", stopped.Run(testContext(t)), controller.ErrAlreadyRunning},
-		{"a nil check", m.AddReadyCheck("nil", nil), typed.ErrNilArgument},
-		{"NewLoop of a nil cache", newLoop(nil, nilReconciler), typed.ErrNilArgument},
-		{"NewLoop of a nil reconciler", newLoop(c, nilReconciler), typed.ErrNilArgument},
+		{"a nil check", m.AddReadyCheck("nil", nil), controller.ErrNilArgument},
+		{"NewLoop of a nil cache", newLoop(nil, nilReconciler), controller.ErrNilArgument},
+		{"NewLoop of a nil reconciler", newLoop(c, nilReconciler), controller.ErrNilArgument},
 		{"NewLoop of a released cache", newLoop(released, typed.ReconcilerFunc[cm](newReconciles().reconcile)), manager.ErrReleased},
-		{"WaitForSync of the registration a nil cache gave", nilRegistration.WaitForSync(testContext(t)), typed.ErrNilArgument},
-		{"Related to a nil loop", manager.Related[cm, cm](nil, c, keysOf), typed.ErrNilArgument},
-		{"Related of a nil cache", manager.Related[cm](loop, nil, keysOf), typed.ErrNilArgument},
-		{"Related with a nil mapping", manager.Related(loop, c, nil), typed.ErrNilArgument},
+		{"WaitForSync of the registration a nil cache gave", nilRegistration.WaitForSync(testContext(t)), controller.ErrNilArgument},
+		{"Related to a nil loop", manager.Related[cm, cm](nil, c, keysOf), controller.ErrNilArgument},
+		{"Related of a nil cache", manager.Related[cm](loop, nil, keysOf), controller.ErrNilArgument},
+		{"Related with a nil mapping", manager.Related(loop, c, nil), controller.ErrNilArgument},
 		{"Related of a released cache", manager.Related(loop, released, keysOf), manager.ErrReleased},
-		{"WaitForSync of a nil cache", nilCache.WaitForSync(testContext(t)), typed.ErrNilArgument},
-		{"AddHandler to a nil cache", addToNil, typed.ErrNilArgument},
+		{"WaitForSync of a nil cache", nilCache.WaitForSync(testContext(t)), controller.ErrNilArgument},
+		{"AddHandler to a nil cache", addToNil, controller.ErrNilArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !errors.Is(tc.err, tc.want) {

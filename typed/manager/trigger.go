@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/typed"
 )
 
 // ErrInvalidKey is returned, wrapped, by Enqueue and Loop.Enqueue for a key that names no
@@ -72,7 +72,7 @@ type enqueuer interface {
 // ErrNotInReconcile for any other context.
 func Enqueue(ctx context.Context, key string) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: Enqueue's context", typed.ErrNilArgument)
+		return fmt.Errorf("%w: Enqueue's context", controller.ErrNilArgument)
 	}
 	l, ok := ctx.Value(loopContextKey{}).(enqueuer)
 	if !ok {
@@ -88,12 +88,12 @@ func Enqueue(ctx context.Context, key string) error {
 // started, or this replica does not lead), the key waits, and is reconciled once l runs;
 // the keys waiting cost memory by key, not by call.
 //
-// It returns an error wrapping typed.ErrNilArgument for a nil l, ErrInvalidKey for a key
+// It returns an error wrapping controller.ErrNilArgument for a nil l, ErrInvalidKey for a key
 // that names nothing l reconciles (see ErrInvalidKey), and ErrStopped once the Manager is
 // shutting down: no term of leadership starts then, so the key would never be reconciled.
 func (l *Loop[T]) Enqueue(key string) error {
 	if l == nil {
-		return fmt.Errorf("%w: Enqueue's loop", typed.ErrNilArgument)
+		return fmt.Errorf("%w: Enqueue's loop", controller.ErrNilArgument)
 	}
 	if _, name := event.SplitKey(key); name == "" {
 		return fmt.Errorf("%w: %q names no object", ErrInvalidKey, key)
@@ -110,14 +110,14 @@ func (l *Loop[T]) Enqueue(key string) error {
 
 // AddTrigger runs t, under name (for logs and errors), in each term of l: while this
 // replica leads, as l runs. The keys it enqueues are reconciled by l, as Loop.Enqueue's
-// are. It returns an error wrapping typed.ErrNilArgument for a nil l or t, and ErrStopped
+// are. It returns an error wrapping controller.ErrNilArgument for a nil l or t, and ErrStopped
 // once the Manager is stopping.
 func (l *Loop[T]) AddTrigger(name string, t Trigger) error {
 	switch {
 	case l == nil:
-		return fmt.Errorf("%w: AddTrigger's loop", typed.ErrNilArgument)
+		return fmt.Errorf("%w: AddTrigger's loop", controller.ErrNilArgument)
 	case t == nil:
-		return fmt.Errorf("%w: trigger %q of loop %q", typed.ErrNilArgument, name, l.needs.name)
+		return fmt.Errorf("%w: trigger %q of loop %q", controller.ErrNilArgument, name, l.needs.name)
 	}
 	return l.cache.m.add(&runnable{name: "trigger " + name + " of loop " + l.needs.name, leader: true,
 		r: RunnableFunc(func(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
@@ -285,13 +286,13 @@ func TestEnqueueAndTriggersRejectBadInput(t *testing.T) {
 		{"Enqueue of an empty key", l.Enqueue(""), manager.ErrInvalidKey},
 		{"Enqueue of a key outside the loop's namespaces", l.Enqueue("b/one"), manager.ErrInvalidKey},
 		{"Enqueue of a cluster-scoped key into a namespaced loop", l.Enqueue("one"), manager.ErrInvalidKey},
-		{"Enqueue into a nil loop", nilLoop.Enqueue("a/one"), typed.ErrNilArgument},
+		{"Enqueue into a nil loop", nilLoop.Enqueue("a/one"), controller.ErrNilArgument},
 		{"Enqueue into a stopped manager's loop", stoppedLoop.Enqueue("a/one"), manager.ErrStopped},
 		{"Enqueue from a context that is no reconcile's", manager.Enqueue(context.Background(), "a/one"), manager.ErrNotInReconcile},
-		{"Enqueue from a nil context", manager.Enqueue(nilContext, "a/one"), typed.ErrNilArgument},
-		{"AddTrigger of a nil trigger", l.AddTrigger("nil", nil), typed.ErrNilArgument},
-		{"AddTrigger of a nil channel", l.AddTrigger("nil channel", manager.Channel(nil)), typed.ErrNilArgument},
-		{"AddTrigger to a nil loop", nilLoop.AddTrigger("t", manager.Channel(make(chan string))), typed.ErrNilArgument},
+		{"Enqueue from a nil context", manager.Enqueue(nilContext, "a/one"), controller.ErrNilArgument},
+		{"AddTrigger of a nil trigger", l.AddTrigger("nil", nil), controller.ErrNilArgument},
+		{"AddTrigger of a nil channel", l.AddTrigger("nil channel", manager.Channel(nil)), controller.ErrNilArgument},
+		{"AddTrigger to a nil loop", nilLoop.AddTrigger("t", manager.Channel(make(chan string))), controller.ErrNilArgument},
 		{"AddTrigger to a stopped manager's loop", stoppedLoop.AddTrigger("t", manager.Channel(make(chan string))), manager.ErrStopped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

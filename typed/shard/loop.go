@@ -191,21 +191,21 @@ func (l *Loop[T]) Run(ctx context.Context) error {
 func (l *Loop[T]) check() error {
 	switch {
 	case l == nil:
-		return fmt.Errorf("%w: a nil Loop", typed.ErrNilArgument)
+		return fmt.Errorf("%w: a nil Loop", controller.ErrNilArgument)
 	case l.m == nil:
-		return fmt.Errorf("%w: the Loop's manager", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the Loop's manager", controller.ErrNilArgument)
 	case l.sharder == nil:
-		return fmt.Errorf("%w: the Loop's sharder", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the Loop's sharder", controller.ErrNilArgument)
 	case l.acquire == nil:
-		return fmt.Errorf("%w: the ListerWatcher of the Loop's Source", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the ListerWatcher of the Loop's Source", controller.ErrNilArgument)
 	case guard.IsNil(l.r):
-		return fmt.Errorf("%w: the Loop's reconciler", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the Loop's reconciler", controller.ErrNilArgument)
 	case len(l.errs) > 0:
 		return errors.Join(l.errs...)
 	}
 	for i, p := range l.preds {
 		if p == nil {
-			return fmt.Errorf("%w: the Loop's predicate %d", typed.ErrNilArgument, i)
+			return fmt.Errorf("%w: the Loop's predicate %d", controller.ErrNilArgument, i)
 		}
 	}
 	return nil
@@ -387,13 +387,13 @@ func (m shardMetrics) ReconcileError(loop string, terminal bool) {
 // objects its own cache holds; the others belong to other shards, whose loops reconcile
 // them.
 //
-// It returns an error wrapping typed.ErrNilArgument for a nil l, ListerWatcher, keysOf or
+// It returns an error wrapping controller.ErrNilArgument for a nil l, ListerWatcher, keysOf or
 // predicate, and relates nothing then; Run returns the same error, so that an unchecked
 // mistake still stops the Loop.
 func Related[S event.Object, SL reflect.List, T event.Object](l *Loop[T], src manager.Source[S, SL], keysOf func(S) []string, preds ...typed.Predicate[S]) error {
 	var zero S
 	if l == nil {
-		return fmt.Errorf("%w: Related's Loop, for %T", typed.ErrNilArgument, zero)
+		return fmt.Errorf("%w: Related's Loop, for %T", controller.ErrNilArgument, zero)
 	}
 	name := fmt.Sprintf("%s/related-%T", l.opts.Name, zero)
 	fail := func(err error) error {
@@ -402,13 +402,13 @@ func Related[S event.Object, SL reflect.List, T event.Object](l *Loop[T], src ma
 	}
 	switch {
 	case src.ListerWatcher == nil:
-		return fail(fmt.Errorf("%w: the ListerWatcher of %s", typed.ErrNilArgument, name))
+		return fail(fmt.Errorf("%w: the ListerWatcher of %s", controller.ErrNilArgument, name))
 	case keysOf == nil:
-		return fail(fmt.Errorf("%w: the mapping of %s", typed.ErrNilArgument, name))
+		return fail(fmt.Errorf("%w: the mapping of %s", controller.ErrNilArgument, name))
 	}
 	for i, p := range preds {
 		if p == nil {
-			return fail(fmt.Errorf("%w: predicate %d of %s", typed.ErrNilArgument, i, name))
+			return fail(fmt.Errorf("%w: predicate %d of %s", controller.ErrNilArgument, i, name))
 		}
 	}
 	byNamespace := l.sharder != nil && l.sharder.opts.Space.By == ByNamespace

@@ -11,6 +11,7 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/testsupport/leasefake"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
@@ -95,8 +96,8 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 		}},
 	} {
 		t.Run("Run with "+tc.name, func(t *testing.T) {
-			if err := tc.loop().Run(t.Context()); !errors.Is(err, typed.ErrNilArgument) {
-				t.Errorf("Run = %v, want an error wrapping typed.ErrNilArgument", err)
+			if err := tc.loop().Run(t.Context()); !errors.Is(err, controller.ErrNilArgument) {
+				t.Errorf("Run = %v, want an error wrapping controller.ErrNilArgument", err)
 			}
 		})
 		t.Run("RunShard with "+tc.name, func(t *testing.T) {
@@ -107,26 +108,26 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	var reported error
 	onError := typed.Options{OnError: func(_ context.Context, _ string, err error) { reported = err }}
 	shard.NewLoop(m, nil, cms, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
-	if !errors.Is(reported, typed.ErrNilArgument) {
-		t.Errorf("RunShard with a nil sharder reported %v, want an error wrapping typed.ErrNilArgument", reported)
+	if !errors.Is(reported, controller.ErrNilArgument) {
+		t.Errorf("RunShard with a nil sharder reported %v, want an error wrapping controller.ErrNilArgument", reported)
 	}
 	reported = nil
 	shard.NewLoop(nil, sharder, cms, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
-	if !errors.Is(reported, typed.ErrNilArgument) {
-		t.Errorf("RunShard with a nil manager reported %v, want an error wrapping typed.ErrNilArgument", reported)
+	if !errors.Is(reported, controller.ErrNilArgument) {
+		t.Errorf("RunShard with a nil manager reported %v, want an error wrapping controller.ErrNilArgument", reported)
 	}
 	// A Source whose ListerWatcher is typed-nil is found when a shard's cache is acquired
 	// (manager.Acquire refuses it), not before: RunShard reports it, and returns.
 	reported = nil
 	typedNil := manager.Namespaced[*corev1.ConfigMap](func(string) *shard.Filtered[*corev1.ConfigMap, *corev1.ConfigMapList] { return nil })
 	shard.NewLoop(m, sharder, typedNil, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
-	if !errors.Is(reported, typed.ErrNilArgument) {
-		t.Errorf("RunShard with a typed-nil ListerWatcher reported %v, want an error wrapping typed.ErrNilArgument", reported)
+	if !errors.Is(reported, controller.ErrNilArgument) {
+		t.Errorf("RunShard with a typed-nil ListerWatcher reported %v, want an error wrapping controller.ErrNilArgument", reported)
 	}
 	var nilLoop *shard.Loop[*corev1.ConfigMap]
 	nilLoop.RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
-	if err := nilLoop.Run(t.Context()); !errors.Is(err, typed.ErrNilArgument) {
-		t.Errorf("Run of a nil Loop = %v, want an error wrapping typed.ErrNilArgument", err)
+	if err := nilLoop.Run(t.Context()); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("Run of a nil Loop = %v, want an error wrapping controller.ErrNilArgument", err)
 	}
 	if n := len(nilLoop.Cached()); n != 0 {
 		t.Errorf("a nil Loop caches %d shards, want none", n)
@@ -134,14 +135,14 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	if _, ok := nilLoop.Get("default/a"); ok {
 		t.Error("a nil Loop returned an object")
 	}
-	if err := shard.Related(nilLoop, secretSource(fake.NewClientset()), toKey); !errors.Is(err, typed.ErrNilArgument) {
-		t.Errorf("Related of a nil Loop = %v, want an error wrapping typed.ErrNilArgument", err)
+	if err := shard.Related(nilLoop, secretSource(fake.NewClientset()), toKey); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("Related of a nil Loop = %v, want an error wrapping controller.ErrNilArgument", err)
 	}
-	if err := shard.Related(shard.NewLoop(m, sharder, cms, ok, typed.Options{}), manager.Source[*corev1.Secret, *corev1.SecretList]{}, toKey); !errors.Is(err, typed.ErrNilArgument) {
-		t.Errorf("Related with a nil ListerWatcher = %v, want an error wrapping typed.ErrNilArgument", err)
+	if err := shard.Related(shard.NewLoop(m, sharder, cms, ok, typed.Options{}), manager.Source[*corev1.Secret, *corev1.SecretList]{}, toKey); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("Related with a nil ListerWatcher = %v, want an error wrapping controller.ErrNilArgument", err)
 	}
-	if err := sharder.Run(t.Context(), nil); !errors.Is(err, typed.ErrNilArgument) {
-		t.Errorf("Sharder.Run with nil work = %v, want an error wrapping typed.ErrNilArgument", err)
+	if err := sharder.Run(t.Context(), nil); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("Sharder.Run with nil work = %v, want an error wrapping controller.ErrNilArgument", err)
 	}
 	if (shard.Shard{}).Held().Err() == nil {
 		t.Error("the Held of a Shard no Sharder gave has not ended")

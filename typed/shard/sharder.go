@@ -21,7 +21,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/guard"
-	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
@@ -286,7 +285,7 @@ func (s *Sharder) Members() []string {
 // the Sharder runs.
 func (s *Sharder) Run(ctx context.Context, work func(ctx context.Context, sh Shard)) error {
 	if work == nil {
-		return fmt.Errorf("%w: nil work", typed.ErrNilArgument)
+		return fmt.Errorf("%w: nil work", controller.ErrNilArgument)
 	}
 	s.mu.Lock()
 	if s.running {

@@ -22,6 +22,6 @@
 // older than its own write, from a cache that has not caught up, is never written back:
 // it reads the server instead. A write to an object deleted and created again under the
 // same name is ErrGone. Failed writes are WriteErrors naming the verb and the object;
-// nil arguments are errors wrapping controller.ErrNilArgument (typed.ErrNilArgument);
+// nil arguments are errors wrapping controller.ErrNilArgument (controller.ErrNilArgument);
 // a client that answers a nil object and no error gives reflect.ErrNilResult.
 package write

@@ -13,6 +13,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
@@ -82,7 +83,7 @@ func TestDynamicWriteBadInputIsAnErrorWithoutAnAPICall(t *testing.T) {
 			}
 		})
 		t.Run(c.name+" of a nil object", func(t *testing.T) {
-			if _, err := c.call(t.Context(), gadgets, nil); !errors.Is(err, typed.ErrNilArgument) {
+			if _, err := c.call(t.Context(), gadgets, nil); !errors.Is(err, controller.ErrNilArgument) {
 				t.Errorf("%s returned %v, want an error wrapping ErrNilArgument", c.name, err)
 			}
 		})
@@ -92,7 +93,7 @@ func TestDynamicWriteBadInputIsAnErrorWithoutAnAPICall(t *testing.T) {
 	}
 	for _, c := range dynamicCalls {
 		t.Run(c.name+" through a nil client", func(t *testing.T) {
-			if _, err := c.call(t.Context(), client.FromDynamicNamespaced[*Gadget](nil)("lab"), noKind); !errors.Is(err, typed.ErrNilArgument) {
+			if _, err := c.call(t.Context(), client.FromDynamicNamespaced[*Gadget](nil)("lab"), noKind); !errors.Is(err, controller.ErrNilArgument) {
 				t.Errorf("%s returned %v, want an error wrapping ErrNilArgument", c.name, err)
 			}
 		})

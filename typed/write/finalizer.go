@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,20 +90,20 @@ func NewFinalizer[T event.Object, C Patcher[T]](clients func(namespace string) C
 func (f *Finalizer[T]) Handle(ctx context.Context, req typed.Request[T]) (deleted bool, err error) {
 	switch {
 	case f == nil:
-		return false, fmt.Errorf("%w: the Finalizer", typed.ErrNilArgument)
+		return false, fmt.Errorf("%w: the Finalizer", controller.ErrNilArgument)
 	case f.clients == nil:
-		return false, fmt.Errorf("%w: the clients of finalizer %q", typed.ErrNilArgument, f.name)
+		return false, fmt.Errorf("%w: the clients of finalizer %q", controller.ErrNilArgument, f.name)
 	case f.cleanup == nil:
-		return false, fmt.Errorf("%w: the cleanup of finalizer %q", typed.ErrNilArgument, f.name)
+		return false, fmt.Errorf("%w: the cleanup of finalizer %q", controller.ErrNilArgument, f.name)
 	case f.name == "":
-		return false, fmt.Errorf("%w: the finalizer's name", typed.ErrNilArgument)
+		return false, fmt.Errorf("%w: the finalizer's name", controller.ErrNilArgument)
 	case req.Deleted:
 		if !guard.IsNil(req.Object) {
 			f.last.forget(writeKey(req.Object.GetNamespace(), req.Object.GetName()))
 		}
 		return true, nil
 	case guard.IsNil(req.Object):
-		return false, fmt.Errorf("%w: the object of request %q", typed.ErrNilArgument, req.Key)
+		return false, fmt.Errorf("%w: the object of request %q", controller.ErrNilArgument, req.Key)
 	}
 	obj := req.Object
 	namespace, name := obj.GetNamespace(), obj.GetName()

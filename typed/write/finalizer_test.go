@@ -12,6 +12,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/write"
@@ -318,7 +319,7 @@ func TestFinalizerNilArgumentsAreErrorsNotPanics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := tt.f.Handle(t.Context(), tt.req); !errors.Is(err, typed.ErrNilArgument) {
+			if _, err := tt.f.Handle(t.Context(), tt.req); !errors.Is(err, controller.ErrNilArgument) {
 				t.Errorf("Handle returned %v, want an error wrapping ErrNilArgument", err)
 			}
 		})

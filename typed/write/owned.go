@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/controller"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -135,15 +135,15 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 	}
 	switch {
 	case o == nil:
-		return fail(fmt.Errorf("%w: the Owned", typed.ErrNilArgument))
+		return fail(fmt.Errorf("%w: the Owned", controller.ErrNilArgument))
 	case o.clients == nil:
-		return fail(fmt.Errorf("%w: the Owned's clients", typed.ErrNilArgument))
+		return fail(fmt.Errorf("%w: the Owned's clients", controller.ErrNilArgument))
 	case mutate == nil:
-		return fail(fmt.Errorf("%w: the mutation", typed.ErrNilArgument))
+		return fail(fmt.Errorf("%w: the mutation", controller.ErrNilArgument))
 	case guard.IsNil(owner):
-		return fail(fmt.Errorf("%w: the owner", typed.ErrNilArgument))
+		return fail(fmt.Errorf("%w: the owner", controller.ErrNilArgument))
 	case name == "":
-		return fail(fmt.Errorf("%w: the object's name", typed.ErrNilArgument))
+		return fail(fmt.Errorf("%w: the object's name", controller.ErrNilArgument))
 	}
 	ref, err := o.controllerRef(owner, namespace)
 	if err != nil {

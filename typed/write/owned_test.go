@@ -14,7 +14,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
@@ -273,11 +273,11 @@ func TestOwnedRefusesBadInputWithoutAnAPICall(t *testing.T) {
 		{"an owner in another namespace", ok, webOwner(), "other", set, write.ErrInvalidOwner},
 		{"an owner whose TypeMeta names another kind", ok, typedAsService, "shop", set, write.ErrInvalidOwner},
 		{"an Owned made without an owner kind", write.NewOwned[*appsv1.Deployment](cs.CoreV1().ConfigMaps, schema.GroupVersionKind{}), webOwner(), "shop", set, write.ErrInvalidOwner},
-		{"a nil owner", ok, nil, "shop", set, typed.ErrNilArgument},
-		{"a nil mutation", ok, webOwner(), "shop", nil, typed.ErrNilArgument},
-		{"a nil Owned", nil, webOwner(), "shop", set, typed.ErrNilArgument},
-		{"nil clients", write.NewOwned[*appsv1.Deployment, *corev1.ConfigMap, corev1client.ConfigMapInterface](nil, deployKind), webOwner(), "shop", set, typed.ErrNilArgument},
-		{"clients returning nil", write.NewOwned[*appsv1.Deployment](func(string) corev1client.ConfigMapInterface { return nil }, deployKind), webOwner(), "shop", set, typed.ErrNilArgument},
+		{"a nil owner", ok, nil, "shop", set, controller.ErrNilArgument},
+		{"a nil mutation", ok, webOwner(), "shop", nil, controller.ErrNilArgument},
+		{"a nil Owned", nil, webOwner(), "shop", set, controller.ErrNilArgument},
+		{"nil clients", write.NewOwned[*appsv1.Deployment, *corev1.ConfigMap, corev1client.ConfigMapInterface](nil, deployKind), webOwner(), "shop", set, controller.ErrNilArgument},
+		{"clients returning nil", write.NewOwned[*appsv1.Deployment](func(string) corev1client.ConfigMapInterface { return nil }, deployKind), webOwner(), "shop", set, controller.ErrNilArgument},
 		{"an owner whose TypeMeta is right is fine", ok, typedRight, "shop", set, nil},
 	}
 	for _, tt := range tests {

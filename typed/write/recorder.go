@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/typedinformer/typedinformer/controller"
-	"github.com/typedinformer/typedinformer/typed"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -58,10 +57,10 @@ var _ events.EventRecorderLogger = (*Recorder)(nil)
 // NewRecorder returns a Recorder that writes events through client as component, the
 // events' reportingController, which the API server requires to be a qualified name such
 // as "website-operator" or "example.com/website". It returns an error wrapping
-// typed.ErrNilArgument for a nil client, and an error for a component the server would refuse.
+// controller.ErrNilArgument for a nil client, and an error for a component the server would refuse.
 func NewRecorder(client kubernetes.Interface, component string) (*Recorder, error) {
 	if guard.IsNil(client) {
-		return nil, fmt.Errorf("%w: the Recorder's client", typed.ErrNilArgument)
+		return nil, fmt.Errorf("%w: the Recorder's client", controller.ErrNilArgument)
 	}
 	if errs := validation.IsQualifiedName(component); len(errs) > 0 {
 		return nil, fmt.Errorf("the Recorder's component %q is not a qualified name: %s", component, strings.Join(errs, "; "))
@@ -76,7 +75,7 @@ func NewRecorder(client kubernetes.Interface, component string) (*Recorder, erro
 // (an error wrapping controller.ErrAlreadyRunning).
 func (r *Recorder) Run(ctx context.Context) error {
 	if r == nil || r.s == nil {
-		return fmt.Errorf("%w: the Recorder", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the Recorder", controller.ErrNilArgument)
 	}
 	s := r.s
 	s.mu.Lock()
@@ -125,7 +124,7 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	if guard.IsNil(regarding) {
 		// client-go reads its kind, which panics, on the caller's goroutine or, for an
 		// event recorded before Run, on Run's.
-		r.log().Error(fmt.Errorf("%w: the event's regarding object %#v", typed.ErrNilArgument, regarding), "Dropped an event", "component", r.s.component, "reason", reason)
+		r.log().Error(fmt.Errorf("%w: the event's regarding object %#v", controller.ErrNilArgument, regarding), "Dropped an event", "component", r.s.component, "reason", reason)
 		return
 	}
 	if guard.IsNil(related) {

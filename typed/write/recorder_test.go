@@ -16,7 +16,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
-	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
 
@@ -163,13 +162,13 @@ func TestNewRecorderRefusesBadInput(t *testing.T) {
 			if err == nil || rec != nil {
 				t.Fatalf("NewRecorder = %v, %v; want an error", rec, err)
 			}
-			if errors.Is(err, typed.ErrNilArgument) != tt.nilArg {
+			if errors.Is(err, controller.ErrNilArgument) != tt.nilArg {
 				t.Errorf("error %v: wraps ErrNilArgument is %v, want %v", err, !tt.nilArg, tt.nilArg)
 			}
 		})
 	}
 	var nilRecorder *write.Recorder
-	if err := nilRecorder.Run(t.Context()); !errors.Is(err, typed.ErrNilArgument) {
+	if err := nilRecorder.Run(t.Context()); !errors.Is(err, controller.ErrNilArgument) {
 		t.Errorf("Run of a nil Recorder returned %v, want ErrNilArgument", err)
 	}
 	nilRecorder.Eventf(nil, nil, corev1.EventTypeNormal, "R", "A", "a nil Recorder records nothing and does not panic")

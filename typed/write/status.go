@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/controller"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -82,15 +82,15 @@ func NewStatusWriter[T event.Object, S any, C StatusUpdater[T]](clients func(nam
 func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(status *S)) error {
 	switch {
 	case w == nil:
-		return fmt.Errorf("%w: the StatusWriter", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the StatusWriter", controller.ErrNilArgument)
 	case w.clients == nil:
-		return fmt.Errorf("%w: the StatusWriter's clients", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the StatusWriter's clients", controller.ErrNilArgument)
 	case w.status == nil:
-		return fmt.Errorf("%w: the StatusWriter's status function", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the StatusWriter's status function", controller.ErrNilArgument)
 	case mutate == nil:
-		return fmt.Errorf("%w: the status mutation", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the status mutation", controller.ErrNilArgument)
 	case guard.IsNil(obj):
-		return fmt.Errorf("%w: the object whose status to update", typed.ErrNilArgument)
+		return fmt.Errorf("%w: the object whose status to update", controller.ErrNilArgument)
 	}
 	namespace, name := obj.GetNamespace(), obj.GetName()
 	fail := func(err error) error {
@@ -127,7 +127,7 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 		}
 		status := w.status(desired)
 		if status == nil {
-			return fmt.Errorf("%w: the status function returned nil for %s", typed.ErrNilArgument, klog.KObj(cur))
+			return fmt.Errorf("%w: the status function returned nil for %s", controller.ErrNilArgument, klog.KObj(cur))
 		}
 		mutate(status)
 		if equality.Semantic.DeepEqual(w.status(before), status) {

@@ -12,7 +12,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
@@ -193,7 +193,7 @@ func TestStatusWriterNilArgumentsAreErrorsNotPanics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.w.Update(t.Context(), tt.obj, tt.mutate); !errors.Is(err, typed.ErrNilArgument) {
+			if err := tt.w.Update(t.Context(), tt.obj, tt.mutate); !errors.Is(err, controller.ErrNilArgument) {
 				t.Errorf("Update returned %v, want an error wrapping ErrNilArgument", err)
 			}
 		})

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/typed/client"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,7 +68,7 @@ func ClusterScoped[C any](client C) func(namespace string) C {
 }
 
 // perNamespace turns clients into a function returning the interface I, reporting a nil
-// function or a nil client as an error wrapping typed.ErrNilArgument.
+// function or a nil client as an error wrapping controller.ErrNilArgument.
 func perNamespace[I any, C any](clients func(namespace string) C, conv func(C) I) func(namespace string) (I, error) {
 	if clients == nil {
 		return nil
@@ -77,7 +77,7 @@ func perNamespace[I any, C any](clients func(namespace string) C, conv func(C) I
 		c := clients(namespace)
 		if guard.IsNil(c) {
 			var zero I
-			return zero, fmt.Errorf("%w: the client for namespace %q", typed.ErrNilArgument, namespace)
+			return zero, fmt.Errorf("%w: the client for namespace %q", controller.ErrNilArgument, namespace)
 		}
 		return conv(c), nil
 	}

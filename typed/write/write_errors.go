@@ -33,7 +33,7 @@ var ErrControlledByOther = errors.New("controlled by another owner")
 
 // WriteError reports a write that failed: what was done, to which object, and why. Err
 // wraps the cause, so errors.Is and errors.As see ErrGone, ErrNoStatusSubresource, an
-// *OwnerConflictError, typed.ErrNilArgument and the API server's errors
+// *OwnerConflictError, controller.ErrNilArgument and the API server's errors
 // (apierrors.IsConflict, apierrors.IsNotFound) through it.
 type WriteError struct {
 	// Op is what was being done, such as "updating status of" or
