@@ -184,11 +184,7 @@ func (f *Finalizer[T]) newest(ctx context.Context, client Patcher[T], obj T) (T,
 		}
 		state = own
 	case unordered:
-		got, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if err := answered("Get", got, err); err != nil {
-			return zero, err
-		}
-		state = got
+		return readAgain(ctx, client, obj)
 	}
 	if otherObject(obj, state) {
 		return zero, errRecreated(obj, state)
@@ -215,12 +211,9 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj, state 
 	cur, reread := state, false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if reread {
-			got, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
-			if err := answered("Get", got, err); err != nil {
+			got, err := readAgain(ctx, client, obj)
+			if err != nil {
 				return err
-			}
-			if otherObject(obj, got) {
-				return errRecreated(obj, got)
 			}
 			cur = got
 		}

@@ -108,15 +108,9 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 	reread := fresh == unordered
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if reread {
-			got, err := client.Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("%w: %w", ErrGone, err)
-			}
-			if err := answered("Get", got, err); err != nil {
+			got, err := readAgain(ctx, client, obj)
+			if err != nil {
 				return err
-			}
-			if otherObject(obj, got) {
-				return errRecreated(obj, got)
 			}
 			cur = got
 		}

@@ -267,6 +267,24 @@ func answered[T event.Object](verb string, got T, err error) error {
 	return err
 }
 
+// readAgain reads obj from the server, for a write that cannot trust the copy it has: a
+// NotFound wraps ErrGone, and an object of obj's name that is another object (deleted and
+// created again) gives errRecreated's error. The three writers re-read through it.
+func readAgain[T event.Object](ctx context.Context, client Getter[T], obj T) (T, error) {
+	var zero T
+	got, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return zero, fmt.Errorf("%w: %w", ErrGone, err)
+	}
+	if err := answered("Get", got, err); err != nil {
+		return zero, err
+	}
+	if otherObject(obj, got) {
+		return zero, errRecreated(obj, got)
+	}
+	return got, nil
+}
+
 // otherObject reports whether a and b are different objects (by UID) of the same name:
 // one was deleted and the other created under its name. Objects without a UID are
 // taken to be the same.
