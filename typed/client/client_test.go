@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +24,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
@@ -117,7 +119,7 @@ func (l *errorLog) all() []error {
 // waitFor waits until an error wrapping target has been received.
 func (l *errorLog) waitFor(t *testing.T, target error, what string) error {
 	t.Helper()
-	deadline := time.After(testTimeout)
+	deadline := time.After(testwait.Timeout)
 	for {
 		for _, err := range l.all() {
 			if errors.Is(err, target) {
@@ -127,7 +129,7 @@ func (l *errorLog) waitFor(t *testing.T, target error, what string) error {
 		select {
 		case <-l.changed:
 		case <-deadline:
-			t.Fatalf("%s: no error wrapping %v within %v; errors: %v", what, target, testTimeout, l.all())
+			t.Fatalf("%s: no error wrapping %v within %v; errors: %v", what, target, testwait.Timeout, l.all())
 		}
 	}
 }
@@ -194,7 +196,7 @@ func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 	if err := c.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	receive(t, src.watching, "the first watch")
+	testwait.Recv(t, src.watching, "the first watch")
 	update := func(size any) {
 		t.Helper()
 		u, err := src.Get(ctx, "big", metav1.GetOptions{})
@@ -231,7 +233,7 @@ func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 		t.Errorf("error = %v, want the conversion error's detail", err)
 	}
 	for {
-		e := receive(t, events, "the relist's synchronization of small")
+		e := testwait.Recv(t, events, "the relist's synchronization of small")
 		if e.Type == event.Deleted {
 			t.Fatalf("%s delivered: an unconvertible live object was reported deleted", e)
 		}
@@ -246,7 +248,7 @@ func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 	// Readable again: the watch brings the cache up to date.
 	update(int64(10))
 	for {
-		e := receive(t, events, "big's update once it converts")
+		e := testwait.Recv(t, events, "big's update once it converts")
 		if e.Type == event.Deleted {
 			t.Fatalf("%s delivered: an unconvertible live object was reported deleted", e)
 		}
@@ -264,7 +266,7 @@ func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		e := receive(t, events, "big's deletion")
+		e := testwait.Recv(t, events, "big's deletion")
 		if e.Type != event.Deleted {
 			continue
 		}
@@ -349,7 +351,7 @@ func TestDynamicWatchConvertsAndStopsWithAnEventUnread(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := receive(t, w.ResultChan(), "the first watch event")
+	e := testwait.Recv(t, w.ResultChan(), "the first watch event")
 	got, ok := e.Object.(*Widget)
 	if !ok {
 		t.Fatalf("watch delivered %T, want *Widget", e.Object)
@@ -361,9 +363,9 @@ func TestDynamicWatchConvertsAndStopsWithAnEventUnread(t *testing.T) {
 	// close the result channel.
 	w.Stop()
 	w.Stop()
-	verifyNoLeaks(t)
+	goleak.VerifyNone(t)
 	// A closed channel gives the zero event.
-	if e := receive(t, w.ResultChan(), "the result channel closes after Stop"); e.Type != "" {
+	if e := testwait.Recv(t, w.ResultChan(), "the result channel closes after Stop"); e.Type != "" {
 		t.Errorf("after Stop the watch delivered %s, want a closed channel", e.Type)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/internal/testsupport/leasefake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
@@ -182,7 +184,7 @@ func (c *candidate) stop(t *testing.T) {
 	t.Helper()
 	c.stopped.Do(func() {
 		c.cancel()
-		if err := receive(t, c.done, c.id+"'s Run returns once cancelled"); err != nil {
+		if err := testwait.Recv(t, c.done, c.id+"'s Run returns once cancelled"); err != nil {
 			t.Errorf("%s: Run = %v", c.id, err)
 		}
 	})
@@ -228,7 +230,7 @@ func TestLeaderElectionNeverLetsASuccessorLeadBeforeTheLeaderHasStopped(t *testi
 
 			a := campaign(leaderElection("a", aLeases), leaders.lead("a"))
 			defer a.stop(t)
-			if id := receive(t, leaders.started, "a leads"); id != "a" {
+			if id := testwait.Recv(t, leaders.started, "a leads"); id != "a" {
 				t.Fatalf("%s leads, want a, the only candidate", id)
 			}
 			bSawA := make(chan struct{})
@@ -241,9 +243,9 @@ func TestLeaderElectionNeverLetsASuccessorLeadBeforeTheLeaderHasStopped(t *testi
 			}
 			b := campaign(leB, leaders.lead("b"))
 			defer b.stop(t)
-			receive(t, bSawA, "b sees a lead")
+			testwait.Recv(t, bSawA, "b sees a lead")
 			cut()
-			if id := receive(t, leaders.started, "b takes over"); id != "b" {
+			if id := testwait.Recv(t, leaders.started, "b takes over"); id != "b" {
 				t.Fatalf("%s leads, want b", id)
 			}
 			a.stop(t)
@@ -269,7 +271,7 @@ func TestLeaderElectionNeverLetsASuccessorLeadBeforeTheLeaderHasStopped(t *testi
 			if !tc.released && bLeads.Before(expiry) {
 				t.Errorf("b started leading %v before a's Lease expired, though a could not release it", expiry.Sub(bLeads))
 			}
-			verifyNoLeaks(t)
+			goleak.VerifyNone(t)
 		})
 	}
 }
@@ -303,13 +305,13 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 		return cancel, done
 	}
 	cancelA, doneA := candidate("a")
-	first := receive(t, led, "a leads")
+	first := testwait.Recv(t, led, "a leads")
 	if first != "a" {
 		t.Fatalf("first leader = %q, want a (the only candidate)", first)
 	}
 	cancelB, doneB := candidate("b")
 	cancelA() // the leader stops and releases the lease
-	receive(t, doneA, "a's Run returns once cancelled")
+	testwait.Recv(t, doneA, "a's Run returns once cancelled")
 	select {
 	case second := <-led:
 		if second != "b" {
@@ -319,13 +321,13 @@ func TestLeaderElectionHandsOverWhenTheLeaderStops(t *testing.T) {
 		t.Fatal("b never took over")
 	}
 	cancelB()
-	receive(t, doneB, "b's Run returns once cancelled")
+	testwait.Recv(t, doneB, "b's Run returns once cancelled")
 	mu.Lock()
 	defer mu.Unlock()
 	if overlap {
 		t.Error("two replicas led at once")
 	}
-	verifyNoLeaks(t)
+	goleak.VerifyNone(t)
 }
 
 func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
@@ -361,9 +363,9 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 			leadReturned.Store(true)
 		})
 	}()
-	receive(t, leading, "a leads")
+	testwait.Recv(t, leading, "a leads")
 	cancel()
-	if err := receive(t, done, "Run returns once cancelled"); err != nil {
+	if err := testwait.Recv(t, done, "Run returns once cancelled"); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	select {
@@ -373,7 +375,7 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 	default:
 		t.Error("the lease was not released when Run returned")
 	}
-	verifyNoLeaks(t)
+	goleak.VerifyNone(t)
 }
 
 // A leader whose lead returns after a successor has taken the Lease (its lead was
@@ -428,7 +430,7 @@ func TestLeaderElectionReleaseNeverOverwritesASuccessorsLease(t *testing.T) {
 				<-ctx.Done()
 				leadReturned.Store(true)
 			})
-			receive(t, leading, "a leads")
+			testwait.Recv(t, leading, "a leads")
 			a.stop(t)
 
 			if !successorDone.Load() {
@@ -441,7 +443,7 @@ func TestLeaderElectionReleaseNeverOverwritesASuccessorsLease(t *testing.T) {
 			if diff := cmp.Diff(successors.Spec, got.Spec); diff != "" {
 				t.Errorf("the successor's lease after a's release (-want +got):\n%s", diff)
 			}
-			verifyNoLeaks(t)
+			goleak.VerifyNone(t)
 		})
 	}
 }
@@ -463,14 +465,14 @@ func TestLeaderElectionRunReturnsOnlyAfterOnNewLeaderHasReturned(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	err := le.Run(ctx, func(ctx context.Context) {
-		receive(t, called, "OnNewLeader is called")
+		testwait.Recv(t, called, "OnNewLeader is called")
 		cancel()
 		<-ctx.Done()
 	})
 	if n := running.Load(); err != nil || n != 0 {
 		t.Errorf("Run = %v with %d OnNewLeader calls running, want <nil> with none", err, n)
 	}
-	verifyNoLeaks(t)
+	goleak.VerifyNone(t)
 }
 
 func TestLeaderElectionNeedsAnIdentity(t *testing.T) {
@@ -515,7 +517,7 @@ func TestLeaderElectionWaitsBeforeCampaigningAgainWhenLeadReturnsByItself(t *tes
 	if most := int32(time.Since(start)/le.RetryPeriod) + 1; leads.Load() > most {
 		t.Errorf("lead ran %d times in %v, want at most %d (one per RetryPeriod %v)", leads.Load(), time.Since(start), most, le.RetryPeriod)
 	}
-	verifyNoLeaks(t)
+	goleak.VerifyNone(t)
 }
 
 func TestLeaderElectionStopsAndReleasesEvenWhenLeadPanics(t *testing.T) {
@@ -531,12 +533,12 @@ func TestLeaderElectionStopsAndReleasesEvenWhenLeadPanics(t *testing.T) {
 	leaders := newLeadership()
 	start := time.Now()
 	b := campaign(leaderElection("b", server.CoordinationV1()), leaders.lead("b"))
-	receive(t, leaders.started, "b leads")
+	testwait.Recv(t, leaders.started, "b leads")
 	if waited := time.Since(start); waited >= leLeaseDuration {
 		t.Errorf("b led after %v: a's Lease was not released", waited)
 	}
 	b.stop(t)
-	verifyNoLeaks(t)
+	goleak.VerifyNone(t)
 }
 
 func TestLeaderElectionSurvivesAPanickingOnNewLeader(t *testing.T) {
@@ -544,9 +546,9 @@ func TestLeaderElectionSurvivesAPanickingOnNewLeader(t *testing.T) {
 	le.OnNewLeader = func(string) { panic("callback boom") }
 	led := make(chan struct{})
 	c := campaign(le, func(ctx context.Context) { close(led); <-ctx.Done() })
-	receive(t, led, "a leads despite its panicking OnNewLeader")
+	testwait.Recv(t, led, "a leads despite its panicking OnNewLeader")
 	c.stop(t)
-	verifyNoLeaks(t)
+	goleak.VerifyNone(t)
 }
 
 func TestLeaderElectionNeedsAClient(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,10 +30,10 @@ func runRecorder(t *testing.T, rec *write.Recorder) (stop func()) {
 	return func() {
 		t.Helper()
 		cancel()
-		if err := receive(t, done, "Run returns once its context ends"); err != nil {
+		if err := testwait.Recv(t, done, "Run returns once its context ends"); err != nil {
 			t.Errorf("Run returned %v", err)
 		}
-		verifyNoLeaks(t)
+		goleak.VerifyNone(t)
 	}
 }
 
@@ -47,7 +48,7 @@ func eventsIn(t *testing.T, cs *kubefake.Clientset, namespace string, n int) []e
 		}
 		got = l.Items
 		return len(got) >= n
-	}, testTimeout)
+	}, testwait.Timeout)
 	slices.SortFunc(got, func(a, b eventsv1.Event) int { return strings.Compare(a.Reason, b.Reason) })
 	return got
 }
@@ -132,14 +133,14 @@ func TestRecorderRunsOnceAtATimeAndAgainAfterItReturns(t *testing.T) {
 	for range 2 {
 		go func() { done <- rec.Run(ctx) }()
 	}
-	if err := receive(t, done, "one of two Runs at once to be refused"); !errors.Is(err, controller.ErrAlreadyRunning) {
+	if err := testwait.Recv(t, done, "one of two Runs at once to be refused"); !errors.Is(err, controller.ErrAlreadyRunning) {
 		t.Errorf("the first Run to return returned %v, want ErrAlreadyRunning", err)
 	}
 	cancel()
-	if err := receive(t, done, "the other Run to return once its context ends"); err != nil {
+	if err := testwait.Recv(t, done, "the other Run to return once its context ends"); err != nil {
 		t.Errorf("the running Run returned %v", err)
 	}
-	verifyNoLeaks(t)
+	goleak.VerifyNone(t)
 	stop := runRecorder(t, rec) // and it runs again
 	stop()
 }

@@ -15,6 +15,18 @@ import (
 // Module is the import path prefix of this module's packages, as it appears in stacks.
 const Module = "github.com/typedinformer/typedinformer/"
 
+// Timeout bounds the waits of unit tests that take no bound of their own (Recv). A test
+// that waits longer has hung: it fails naming what it waited for, with the stacks of the
+// goroutines then running, instead of the whole package failing at go test's -timeout
+// with the test unnamed.
+const Timeout = 60 * time.Second
+
+// Recv is Receive within Timeout.
+func Recv[V any](t testing.TB, ch <-chan V, what string) V {
+	t.Helper()
+	return Receive(t, ch, what, Timeout)
+}
+
 // Receive returns the next value from ch (the zero value once ch is closed), failing t
 // with what and the stacks of the module's goroutines if none comes within d.
 func Receive[V any](t testing.TB, ch <-chan V, what string, d time.Duration) V {
