@@ -622,20 +622,18 @@ func (c *Cache[T]) ByIndex(index, value string) ([]T, error) {
 func (c *Cache[T]) ByIndexIn(namespace, index, value string) ([]T, error) {
 	mb, ok := c.memberOf(namespace)
 	if !ok {
-		if len(c.view()) > 0 {
-			// A namespace outside the cache holds nothing; the index must still exist.
-			if _, err := c.view()[0].ctrl.Store().ByIndex(index, ""); err != nil {
-				return nil, fmt.Errorf("cache %s: %w", c.name, err)
-			}
+		ms := c.view()
+		if len(ms) == 0 {
+			return nil, nil
 		}
-		return nil, nil
+		mb = ms[0] // holds nothing of namespace, but says whether the index exists
 	}
 	objs, err := mb.ctrl.Store().ByIndex(index, value)
 	if err != nil {
 		return nil, fmt.Errorf("cache %s: %w", c.name, err)
 	}
-	if mb.namespace == "" {
-		// A cache of all namespaces: keep namespace's objects.
+	if mb.namespace != namespace {
+		// A store of all namespaces, or of another one: keep namespace's objects.
 		objs = slices.DeleteFunc(objs, func(o T) bool { return o.GetNamespace() != namespace })
 	}
 	return objs, nil
@@ -798,7 +796,9 @@ func (c *Cache[T]) AddHandler(name string, h controller.Handler[T]) (*controller
 	for _, mb := range c.members {
 		r, err := mb.ctrl.AddHandler(name, h)
 		if err != nil {
-			controller.Join(parts, nil).Remove()
+			for _, r := range parts {
+				r.Remove()
+			}
 			return nil, fmt.Errorf("cache %s: %w", c.name, err)
 		}
 		parts = append(parts, r)

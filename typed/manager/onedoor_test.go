@@ -3,11 +3,14 @@ package manager_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/typed"
@@ -15,7 +18,10 @@ import (
 )
 
 // A Loop over a cache of several namespaces is one typed.Loop: Options.Workers bounds the
-// reconciles of all its namespaces together (it bounded each namespace's before).
+// reconciles of all its namespaces together (it bounded each namespace's before), and a
+// key is never reconciled by two goroutines at once (DESIGN 14), while the objects of
+// every namespace change from two writers at once and the namespaces' controllers deliver
+// their events on goroutines of their own.
 func TestALoopOverSeveralNamespacesHasOneSetOfWorkers(t *testing.T) {
 	var objs []cm
 	for _, ns := range []string{"a", "b", "c"} {
@@ -27,33 +33,64 @@ func TestALoopOverSeveralNamespacesHasOneSetOfWorkers(t *testing.T) {
 	m := manager.New(manager.Options{})
 	c := acquire(t, m, source(f), manager.CacheOptions[cm]{Namespaces: []string{"a", "b", "c"}})
 	defer c.Release()
-	var running, most atomic.Int32
-	done := make(chan string, 10)
+	var mu sync.Mutex
+	inFlight := map[string]bool{}
+	last := map[string]string{}
+	running, most, overlaps := 0, 0, 0
 	_, err := manager.NewLoop(c, typed.ReconcilerFunc[cm](func(_ context.Context, req typed.Request[cm]) (typed.Result, error) {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for {
-			if old := most.Load(); n <= old || most.CompareAndSwap(old, n) {
-				break
-			}
+		mu.Lock()
+		if inFlight[req.Key] {
+			overlaps++
 		}
-		done <- req.Key
+		inFlight[req.Key] = true
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // widen the window two reconciles would share
+		mu.Lock()
+		defer mu.Unlock()
+		delete(inFlight, req.Key)
+		running--
+		last[req.Key] = req.Object.Data["v"]
 		return typed.Result{}, nil
 	}), typed.Options{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, m)
-	got := map[string]bool{}
-	for range 6 {
-		got[receive(t, done, "a reconcile")] = true
+	const rounds = 20
+	var writers sync.WaitGroup
+	for w := range 2 {
+		writers.Go(func() {
+			for i := range rounds {
+				for _, o := range objs[w*3 : w*3+3] {
+					o = o.DeepCopy()
+					o.Data = map[string]string{"v": fmt.Sprint(i)}
+					if _, err := f.Update(o); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
 	}
-	want := map[string]bool{"a/x": true, "a/y": true, "b/x": true, "b/y": true, "c/x": true, "c/y": true}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("keys reconciled (-want +got):\n%s", diff)
+	writers.Wait()
+	want := map[string]string{}
+	for _, o := range objs {
+		want[o.Namespace+"/"+o.Name] = fmt.Sprint(rounds - 1)
 	}
-	if most.Load() > 2 {
-		t.Errorf("%d reconciles ran at once over 3 namespaces with Workers 2", most.Load())
+	eventually(t, "every key reconciled in its last state", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return cmp.Equal(want, last)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if overlaps > 0 {
+		t.Errorf("%d reconciles of a key began while another of the same key ran", overlaps)
+	}
+	if most > 2 {
+		t.Errorf("%d reconciles ran at once over 3 namespaces with Workers 2", most)
 	}
 }
 
@@ -103,5 +140,20 @@ func TestByIndexInReadsOneNamespace(t *testing.T) {
 	var nilCache *manager.Cache[cm]
 	if objs, err := nilCache.ByIndexIn("a", "app", "shop"); objs != nil || err != nil {
 		t.Errorf("ByIndexIn of a nil cache = %v, %v; want nothing", objs, err)
+	}
+}
+
+// Cache options given to Owns through Source.With are checked as Acquire checks them: a
+// nil index function is an error of the declaration, never a panic at the first event
+// (DESIGN 18), and the Builder releases what it acquired.
+func TestOwnsWithANilIndexFunctionIsAnErrorOfTheDeclaration(t *testing.T) {
+	m := manager.New(manager.Options{})
+	b := manager.For(m, source(fake.New[cm, cmList]()))
+	var nilIndex eventcache.IndexFunc[cm]
+	if got := manager.Owns(b, source(fake.New[cm, cmList]()).With(manager.Index("owner", nilIndex))); got != nil {
+		t.Errorf("Owns with a nil index function returned a cache")
+	}
+	if _, err := b.Complete(typed.ReconcilerFunc[cm](newReconciles().reconcile)); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("Complete = %v, want an error wrapping ErrNilArgument", err)
 	}
 }
