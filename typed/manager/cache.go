@@ -34,6 +34,12 @@ var ErrReleased = errors.New("cache released")
 // shared.
 var ErrNoResource = errors.New("the source names no resource")
 
+// ErrNotStarted is what Cache.Err says of a cache whose Manager does not run (yet): its
+// controllers start when the Manager runs, and until then it holds nothing and does not
+// sync. A program that reads a cache, or runs a loop over one (such as a shard.Loop),
+// without running its Manager waits for ever; this names why.
+var ErrNotStarted = errors.New("the cache has not started: its Manager does not run")
+
 // ErrScope is returned, wrapped, by Acquire for namespaces that name no scope: "" among
 // other namespaces, or any namespace for a cluster-scoped Source.
 var ErrScope = errors.New("invalid namespace scope")
@@ -759,9 +765,21 @@ func isClosed(ch <-chan struct{}) bool {
 // handed to the cache, whose store and handlers then get its objects in order, as after
 // any relist (a controller reports the sync of its first list only). Its handles,
 // handlers and loops stay as they were throughout.
+//
+// A cache whose Manager does not run yet says so: an error wrapping ErrNotStarted that
+// names the cache.
 func (c *Cache[T]) Err() error {
+	ms := c.view()
+	if len(ms) > 0 {
+		c.m.mu.Lock()
+		started := !slices.ContainsFunc(ms, func(mb member[T]) bool { return !mb.e.started })
+		c.m.mu.Unlock()
+		if !started {
+			return fmt.Errorf("cache %s: %w", c.name, ErrNotStarted)
+		}
+	}
 	var errs []error
-	for _, mb := range c.view() {
+	for _, mb := range ms {
 		if err := mb.e.served.Err(); err != nil {
 			errs = append(errs, err)
 		}

@@ -157,3 +157,26 @@ func TestOwnsWithANilIndexFunctionIsAnErrorOfTheDeclaration(t *testing.T) {
 		t.Errorf("Complete = %v, want an error wrapping ErrNilArgument", err)
 	}
 }
+
+// A cache read before its Manager runs says why it holds nothing and does not sync, and
+// so does the error of a wait for it that gives up, instead of a bare deadline.
+func TestACacheWhoseManagerDoesNotRunSaysSo(t *testing.T) {
+	m := manager.New(manager.Options{})
+	c := acquire(t, m, source(fake.New[cm, cmList](configMap("a", "x", nil))))
+	defer c.Release()
+	if err := c.Err(); !errors.Is(err, manager.ErrNotStarted) {
+		t.Errorf("Err before the Manager runs = %v, want ErrNotStarted", err)
+	}
+	ctx, cancel := context.WithTimeout(testContext(t), 50*time.Millisecond)
+	defer cancel()
+	if err := c.WaitForSync(ctx); !errors.Is(err, manager.ErrNotStarted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitForSync before the Manager runs = %v, want the deadline wrapping ErrNotStarted", err)
+	}
+	run(t, m)
+	if err := c.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Err(); err != nil {
+		t.Errorf("Err once the Manager runs and the cache synced = %v, want nil", err)
+	}
+}

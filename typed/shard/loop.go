@@ -294,9 +294,21 @@ func (l *Loop[T]) RunShard(ctx context.Context, sh Shard) {
 }
 
 // watchShard reports the shard's cached objects every RetryPeriod, and marks the shard
-// ready once its cache has synced empty: no reconcile will say it.
+// ready once its cache has synced empty: no reconcile will say it. A cache that has not
+// synced within two lease durations is logged, with why (Cache.Err).
 func (l *Loop[T]) watchShard(ctx context.Context, sh Shard, c *manager.Cache[T]) {
-	if c.WaitForSync(ctx) != nil {
+	// A shard whose cache does not sync reconciles nothing; say why at the default level,
+	// once: most often its Manager does not run (manager.ErrNotStarted).
+	bound := 2 * l.sharder.opts.LeaseDuration
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	err := c.WaitForSync(wctx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).Info("A shard's cache has not synced; the shard reconciles nothing until it does",
+			"loop", l.opts.Name, "shard", sh.Index, "after", bound, "why", c.Err())
+		err = c.WaitForSync(ctx)
+	}
+	if err != nil {
 		return
 	}
 	if c.Len() == 0 {

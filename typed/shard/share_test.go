@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -255,5 +256,36 @@ func TestRelatedCachesTakeTheLoopsNamespacesWhateverTheOrderOfTheCalls(t *testin
 	defer mu.Unlock()
 	if diff := cmp.Diff(map[string]bool{"only": true}, asked); diff != "" {
 		t.Errorf("namespaces the Related Secrets were asked for (-want +got):\n%s", diff)
+	}
+}
+
+// A sharded Loop whose Manager does not run reconciles nothing, since its shards' caches
+// never start; it says so at the default log level, naming why, rather than waiting in
+// silence.
+func TestAShardWhoseManagerDoesNotRunSaysWhyItReconcilesNothing(t *testing.T) {
+	cmFake := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}})
+	m := manager.New(manager.Options{}) // never run
+	s, err := shard.New(shard.Options{
+		Client: leasefake.NewServer().CoordinationV1(), Namespace: "default", Name: "idle", Identity: "a", Space: shard.Space{Shards: 1},
+		LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec keyRecorder
+	loop := shard.NewLoop(m, s, fakeSource(t, cmFake), rec.reconciler(), typed.Options{Name: "idle"})
+	logCtx, logs := bufferedContext(t)
+	ctx, cancel := context.WithCancel(logCtx)
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	waitFor(t, "the log line saying why the shard reconciles nothing", func() bool {
+		return strings.Contains(logs.String(), "has not synced") && strings.Contains(logs.String(), manager.ErrNotStarted.Error())
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if rec.count("default/a") != 0 {
+		t.Errorf("a shard whose cache never started reconciled default/a")
 	}
 }
