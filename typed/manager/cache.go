@@ -195,8 +195,7 @@ type shared[T event.Object] interface {
 
 // Acquire returns a handle on the cache of src's objects that opts select, shared with
 // every other holder of the same (T, L, Source.Resource, Source.Subset, namespace,
-// selectors, transform):
-// one list+watch and one cache for all of them. A cache starts when it is first acquired
+// selectors, transform): one list+watch and one cache for all of them. A cache starts when it is first acquired
 // while m runs, or when m starts; it stops, leaving no goroutine, when its last handle is
 // released, and in any case when m stops. Both type arguments are inferred from src:
 //

@@ -14,9 +14,12 @@
 //   - Recorder writes Events through events.k8s.io/v1, as client-go's tools/events does.
 //
 // Each writer takes its client as a function from a namespace to a client of that
-// namespace (a generated client's method value such as clientset.AppsV1().Deployments,
-// client.FromDynamicNamespaced for a custom resource's Go struct, or ClusterScoped for a
-// cluster-scoped kind), from which Go infers the object type.
+// namespace, because generated clients are per namespace: a generated client's method
+// value such as clientset.AppsV1().Deployments is one as it is,
+// client.FromDynamicNamespaced makes one for a custom resource's Go struct, and
+// ClusterScoped one for a cluster-scoped kind. The client types are small interfaces
+// (Getter, Patcher, StatusUpdater, CreateUpdater) that generated clients and
+// *client.Dynamic[T] satisfy with no adapter, and from which Go infers the object type.
 //
 // A writer remembers the last object it wrote (bounded in number and age) so that a copy
 // older than its own write, from a cache that has not caught up, is never written back:

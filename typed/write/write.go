@@ -21,14 +21,6 @@ import (
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
-// The write side (Finalizer, StatusWriter, Owned) takes its API client as a function
-// from a namespace to a client of that namespace, because generated clients are per
-// namespace: a method value such as clientset.AppsV1().Deployments is such a function as
-// it is, FromDynamicNamespaced makes one for a custom resource's Go struct, and
-// ClusterScoped makes one for a cluster-scoped kind. The client types are the small
-// interfaces below, which generated clients and *Dynamic[T] satisfy with no adapter, and
-// from which Go infers the object type.
-
 // Getter reads one object by name, in the namespace its client is for.
 type Getter[T event.Object] interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
