@@ -207,3 +207,31 @@ func handOverDuringADeletion(ctx context.Context, t *testing.T, src *fake.Lister
 		t.Fatal(err)
 	}
 }
+
+// noRegistration is a Source whose AddHandler answers neither a Registration nor an error.
+type noRegistration struct{}
+
+func (noRegistration) AddHandler(string, controller.Handler[obj]) (*controller.Registration, error) {
+	return nil, nil
+}
+
+func (noRegistration) Get(string) (obj, bool) { return nil, false }
+
+// A Source that answers AddHandler with neither a Registration nor an error makes Run
+// fail with ErrNoRegistration (DESIGN 18), as a source Related to the Loop does, instead
+// of returning nil as if its context had ended.
+func TestASourceThatGivesNoRegistrationIsAnError(t *testing.T) {
+	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
+	if err := typed.NewLoop[obj](noRegistration{}, ok, typed.Options{}).Run(t.Context()); !errors.Is(err, typed.ErrNoRegistration) {
+		t.Errorf("Run over the source = %v, want ErrNoRegistration", err)
+	}
+	c := controller.New[obj, list](fake.New[obj, list]())
+	l := typed.NewLoop(c, ok, typed.Options{})
+	if err := typed.Related[obj](l, noRegistration{}, func(obj) []string { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Run(t.Context()); !errors.Is(err, typed.ErrNoRegistration) {
+		t.Errorf("Run related to the source = %v, want ErrNoRegistration", err)
+	}
+	verifyNoLeaks(t)
+}

@@ -81,6 +81,19 @@ func IsTerminal(err error) bool {
 // Options.MaxRetries times in a row; the key is then dropped until its next event.
 var ErrRetriesExhausted = errors.New("retries exhausted")
 
+// ErrNoRegistration is returned, wrapped, by Run when a Source's AddHandler returned
+// neither a Registration nor an error: the Loop could not know when the source had
+// synced, nor stop its handler.
+var ErrNoRegistration = errors.New("the source returned no registration")
+
+// registered checks a Source's answer to AddHandler: a Registration, or an error.
+func registered(reg *controller.Registration, err error) (*controller.Registration, error) {
+	if err == nil && reg == nil {
+		return nil, fmt.Errorf("%w and no error from AddHandler", ErrNoRegistration)
+	}
+	return reg, err
+}
+
 // Metrics receives a Loop's counters and gauges. Implementations must be safe for
 // concurrent use.
 type Metrics interface {
@@ -280,7 +293,7 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 	l.mu.Unlock()
 	defer l.stop(run)
 
-	reg, err := l.src.AddHandler(l.opts.Name, controller.HandlerFunc[T](func(ctx context.Context, e event.Event[T]) {
+	reg, err := registered(l.src.AddHandler(l.opts.Name, controller.HandlerFunc[T](func(ctx context.Context, e event.Event[T]) {
 		pass := passes(l.preds, e, func(err error) {
 			l.report(ctx, klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", e.Key), e.Key, err, false)
 		})
@@ -300,7 +313,7 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 		if pass {
 			l.depth(run.q)
 		}
-	}))
+	})))
 	if err != nil {
 		return err
 	}

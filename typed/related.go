@@ -74,7 +74,7 @@ func Related[S event.Object, T event.Object](
 		if err := validate(); err != nil {
 			return nil, err
 		}
-		return secondary.AddHandler(l.opts.Name+"/related", controller.HandlerFunc[S](func(ctx context.Context, e event.Event[S]) {
+		return registered(secondary.AddHandler(l.opts.Name+"/related", controller.HandlerFunc[S](func(ctx context.Context, e event.Event[S]) {
 			if !passes(preds, e, func(err error) { report(ctx, "", err) }) {
 				return
 			}
@@ -84,7 +84,7 @@ func Related[S event.Object, T event.Object](
 			if e.Type == event.Modified && e.HasPrior() {
 				mapKeys(ctx, e.Prior, enqueueAt)
 			}
-		}))
+		})))
 	}
 	l.mu.Lock()
 	l.related = append(l.related, add)
