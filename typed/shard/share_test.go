@@ -289,3 +289,44 @@ func TestAShardWhoseManagerDoesNotRunSaysWhyItReconcilesNothing(t *testing.T) {
 		t.Errorf("a shard whose cache never started reconciled default/a")
 	}
 }
+
+// A shard's caches are stopped, their watches closed, once the shard's last user leaves
+// (DESIGN 16), while the Manager runs on; a cache that the Manager's other users still
+// hold (the Secrets a ByUID Related shares with them) keeps its watch.
+func TestAShardGivenUpStopsTheCachesOnlyItUsed(t *testing.T) {
+	cmFake := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}})
+	secretFake := fake.New[*corev1.Secret, *corev1.SecretList]()
+	m := runManager(t)
+	secrets, err := manager.Acquire(m, fakeSource(t, secretFake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secrets.Release()
+	s, err := shard.New(shard.Options{
+		Client: leasefake.NewServer().CoordinationV1(), Namespace: "default", Name: "leave", Identity: "a", Space: shard.Space{Shards: 2},
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec keyRecorder
+	loop := shard.NewLoop(m, s, fakeSource(t, cmFake), rec.reconciler(), typed.Options{})
+	if err := shard.Related(loop, fakeSource(t, secretFake), func(*corev1.Secret) []string { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	waitFor(t, "both shards held, their caches watching", func() bool { return len(loop.Cached()) == 2 && cmFake.Watching() == 2 })
+	if n := secretFake.Watching(); n != 1 {
+		t.Errorf("%d watches of Secrets while the shards relate them, want the Manager's one", n)
+	}
+	cancel() // the replica gives its shards up; the Manager runs on
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the shards' watches closed", func() bool { return cmFake.Watching() == 0 })
+	if n := secretFake.Watching(); n != 1 {
+		t.Errorf("%d watches of Secrets once the shards left, want the one the Manager's other user holds", n)
+	}
+}
