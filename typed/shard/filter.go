@@ -50,15 +50,15 @@ func Filter[T event.Object, L reflect.List](lw controller.ListerWatcher[T, L], s
 	if err := space.Validate(); err != nil {
 		return nil, err
 	}
-	if guard.IsNil(lw) {
-		return nil, nil
-	}
 	f := &Filtered[T, L]{lw: lw, space: space, held: make([]bool, space.Shards), selector: space.Selector(shards)}
 	for _, i := range shards {
 		if i < 0 || i >= space.Shards {
 			return nil, fmt.Errorf("shard %d is outside the %d shards", i, space.Shards)
 		}
 		f.held[i] = true
+	}
+	if guard.IsNil(lw) {
+		return nil, nil
 	}
 	f.all = !slices.Contains(f.held, false)
 	return f, nil

@@ -106,11 +106,8 @@ func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src
 // shared and those of two never are. With a single shard it selects every object, and
 // shares the caches of src itself.
 func inShard[T event.Object, L reflect.List](src manager.Source[T, L], sh Shard) (manager.Source[T, L], error) {
-	if err := sh.Space.Validate(); err != nil {
-		return src, err
-	}
-	if sh.Index < 0 || sh.Index >= sh.Space.Shards {
-		return src, fmt.Errorf("shard %d is outside the %d shards", sh.Index, sh.Space.Shards)
+	if _, err := Filter[T, L](nil, sh.Space, []int{sh.Index}); err != nil {
+		return src, err // checks the shard; the ListerWatchers are filtered per namespace below
 	}
 	in := src
 	in.Subset = sh.Selector()
