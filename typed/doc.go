@@ -1,6 +1,6 @@
 // Package typed is the reconcile contract and its loop, on top of package controller:
-// Request, Result, Reconciler and Terminal; the Loop over any Source; Predicates and
-// Related. Its neighbours hold the rest: typed/client (codegen-free sources),
+// Request, Result, Reconciler and Terminal; the Loop over any Source; Related. Its
+// neighbours hold the rest: typed/predicate (event filters), typed/client (codegen-free sources),
 // typed/write (status, owned objects, finalizers, Events), typed/leaderelection (work
 // only while holding a Lease), typed/manager (shared caches, the builder, loops run while
 // leading) and typed/shard (sharding across replicas).
@@ -21,13 +21,10 @@
 //     one reconcile per worker; list keys still get one reconcile in every nine while
 //     live changes keep coming. client-go's workqueue has no priorities, so the Loop has
 //     its own queue with the workqueue's contract, and keeps client-go's rate limiters.
-//   - Predicates: typed filters over an event and its prior state, applied before a key
-//     is enqueued (GenerationChanged, LabelsChanged, AnnotationsChanged,
-//     ResourceVersionChanged, And, Or, Not). They are the trailing arguments of NewLoop
-//     and Related rather than a field of Options: Options is not generic, and making it
-//     generic would make every caller spell the object type that NewLoop infers from
-//     its source and reconciler. A deletion they filter out still gives its last state to a
-//     reconcile of the key that is due anyway, and is kept no longer than that.
+//   - Predicates (package typed/predicate) are the trailing arguments of NewLoop and
+//     Related, applied before a key is enqueued. They are arguments rather than a field
+//     of Options: Options is not generic, and making it generic would make every caller
+//     spell the object type that NewLoop infers from its source and reconciler.
 //   - Related: events of a secondary kind mapped to primary keys, with OwnerKeys (owner
 //     references) as the ready mapping.
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -62,7 +64,7 @@ func ExamplePredicate() {
 			reconciled <- fmt.Sprintf("%s: generation %d, %d ready", req.Key, req.Object.Generation, req.Object.Status.ReadyReplicas)
 			return typed.Result{}, nil
 		}), typed.Options{},
-		typed.Or[*appsv1.Deployment](typed.GenerationChanged, typed.LabelsChanged))
+		predicate.Or[*appsv1.Deployment](predicate.GenerationChanged, predicate.LabelsChanged))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

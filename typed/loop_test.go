@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -582,11 +584,11 @@ func TestNilArgumentsAreErrorsNotPanics(t *testing.T) {
 		{"a Loop with a nil ReconcilerFunc", typed.NewLoop(c, typed.ReconcilerFunc[obj](nil), typed.Options{}).Run, controller.ErrNilArgument},
 		{"a Loop related to a nil controller", related(typed.NewLoop(c, ok, typed.Options{}), nil, func(obj) []string { return nil }).Run, controller.ErrNilArgument},
 		{"a Loop related through a nil mapping", related(typed.NewLoop(c, ok, typed.Options{}), c, nil).Run, controller.ErrNilArgument},
-		{"a Loop with a nil predicate", typed.NewLoop(c, ok, typed.Options{}, typed.LabelsChanged, nil).Run, controller.ErrNilArgument},
-		{"a Loop with a combinator of a nil predicate", typed.NewLoop(c, ok, typed.Options{}, typed.Not[obj](nil)).Run, controller.ErrNilArgument},
+		{"a Loop with a nil predicate", typed.NewLoop(c, ok, typed.Options{}, predicate.LabelsChanged, nil).Run, controller.ErrNilArgument},
+		{"a Loop with a combinator of a nil predicate", typed.NewLoop(c, ok, typed.Options{}, predicate.Not[obj](nil)).Run, controller.ErrNilArgument},
 		{"a Loop related with a nil predicate", func(ctx context.Context) error {
 			l := typed.NewLoop(c, ok, typed.Options{})
-			typed.Related(l, c, func(obj) []string { return nil }, typed.Or[obj](typed.LabelsChanged, nil))
+			typed.Related(l, c, func(obj) []string { return nil }, predicate.Or[obj](predicate.LabelsChanged, nil))
 			return l.Run(ctx)
 		}, controller.ErrNilArgument},
 		{"RunAll with a nil function", func(ctx context.Context) error { return typed.RunAll(ctx, nil) }, controller.ErrNilArgument},

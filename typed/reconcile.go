@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -167,7 +169,7 @@ type Loop[T event.Object] struct {
 	src   Source[T]
 	r     Reconciler[T]
 	opts  Options
-	preds []Predicate[T]
+	preds []predicate.Predicate[T]
 
 	mu      sync.Mutex
 	depthMu sync.Mutex // orders the QueueDepth reports
@@ -208,10 +210,10 @@ type loopRun[T event.Object] struct {
 // is never kept for longer than its key is pending.
 //
 // Predicates are arguments rather than an Options field because Options is not generic:
-// a field of type Predicate[T] would make every caller spell T in the Options literal,
+// a field of type predicate.Predicate[T] would make every caller spell T in the Options literal,
 // which NewLoop infers from src and r, and a field of a type that hides T would turn a predicate
 // of the wrong type into an error at run time instead of compile time.
-func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds ...Predicate[T]) *Loop[T] {
+func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds ...predicate.Predicate[T]) *Loop[T] {
 	if opts.Workers <= 0 {
 		opts.Workers = 1
 	}
@@ -261,7 +263,7 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 	case guard.IsNil(l.r):
 		return fmt.Errorf("%w: the Loop's reconciler", controller.ErrNilArgument)
 	}
-	if err := checkPredicates(l.preds, "the Loop's"); err != nil {
+	if err := predicate.Check(l.preds, "the Loop's"); err != nil {
 		return err
 	}
 	var limiter workqueue.TypedRateLimiter[string] = workqueue.DefaultTypedControllerRateLimiter[string]()
@@ -294,7 +296,7 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 	defer l.stop(run)
 
 	reg, err := registered(l.src.AddHandler(l.opts.Name, controller.HandlerFunc[T](func(ctx context.Context, e event.Event[T]) {
-		pass := passes(l.preds, e, func(err error) {
+		pass := predicate.Passes(l.preds, e, func(err error) {
 			l.report(ctx, klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", e.Key), e.Key, err, false)
 		})
 		l.mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
@@ -33,7 +35,7 @@ import (
 // predicate. Run returns the same error for the last three, so that an unchecked mistake
 // still stops the Loop rather than reconciling without the relation.
 func Related[S event.Object, T event.Object](
-	l *Loop[T], secondary Source[S], keysOf func(S) []string, preds ...Predicate[S],
+	l *Loop[T], secondary Source[S], keysOf func(S) []string, preds ...predicate.Predicate[S],
 ) error {
 	preds = slices.Clone(preds)
 	var zero S
@@ -47,7 +49,7 @@ func Related[S event.Object, T event.Object](
 		case keysOf == nil:
 			return fmt.Errorf("%w: Related's mapping of %T", controller.ErrNilArgument, zero)
 		}
-		return checkPredicates(preds, fmt.Sprintf("Related's %T", zero))
+		return predicate.Check(preds, fmt.Sprintf("Related's %T", zero))
 	}
 	logValues := []any{"loop", l.opts.Name, "related", fmt.Sprintf("%T", zero)}
 	// A mapping or predicate that panics, or a mapping that returns an empty key, is
@@ -75,7 +77,7 @@ func Related[S event.Object, T event.Object](
 			return nil, err
 		}
 		return registered(secondary.AddHandler(l.opts.Name+"/related", controller.HandlerFunc[S](func(ctx context.Context, e event.Event[S]) {
-			if !passes(preds, e, func(err error) { report(ctx, "", err) }) {
+			if !predicate.Passes(preds, e, func(err error) { report(ctx, "", err) }) {
 				return
 			}
 			p := priorityOf(e.Sync)

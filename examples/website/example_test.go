@@ -5,6 +5,8 @@ import (
 	"log"
 	"os"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +39,7 @@ func Example_builder() {
 
 	websites := client.FromDynamicNamespaced[*website.Website](dyn.Resource(website.Resource)) // a CRD's Go struct, no codegen
 	b := manager.For(m, manager.Namespaced[*website.Website](websites)).
-		WithKind(website.Kind).WithPredicates(typed.GenerationChanged) // status writes do not reconcile
+		WithKind(website.Kind).WithPredicates(predicate.GenerationChanged) // status writes do not reconcile
 	deployments := manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments))
 	owned := write.NewOwned[*website.Website](cs.AppsV1().Deployments, website.Kind).WithCache(deployments)
 	_, err = b.Complete(typed.ReconcilerFunc[*website.Website](func(ctx context.Context, req typed.Request[*website.Website]) (typed.Result, error) {

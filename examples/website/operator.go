@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,7 +82,7 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 	// The wiring: Websites are reconciled when their spec changes (not on status writes),
 	// and when a Deployment or ConfigMap they control changes.
 	b := manager.For(m, manager.Namespaced[*Website](websites), manager.CacheOptions[*Website]{Namespaces: []string{opts.Namespace}}).
-		WithKind(Kind).WithPredicates(typed.GenerationChanged).WithOptions(typed.Options{Workers: 2, Metrics: opts.Metrics})
+		WithKind(Kind).WithPredicates(predicate.GenerationChanged).WithOptions(typed.Options{Workers: 2, Metrics: opts.Metrics})
 	o := &Operator{Manager: m, Websites: b.Cache(),
 		Deployments: manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments)),
 		ConfigMaps:  manager.Owns(b, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps))}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -33,7 +35,7 @@ var ErrNoOwnerKind = errors.New("the owner kind is unknown")
 // controller-runtime's builder, typed:
 //
 //	b := manager.For(m, websites, manager.CacheOptions[*Website]{Namespaces: []string{ns}}).
-//		WithKind(websiteKind).WithPredicates(typed.GenerationChanged)
+//		WithKind(websiteKind).WithPredicates(predicate.GenerationChanged)
 //	deployments := manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments))
 //	configMaps := manager.Owns(b, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps))
 //	loop, err := b.Complete(reconciler)
@@ -83,7 +85,7 @@ type Builder[T event.Object] struct {
 	clusterScoped bool
 	kind          schema.GroupVersionKind
 	opts          typed.Options
-	preds         []typed.Predicate[T]
+	preds         []predicate.Predicate[T]
 	owns          bool
 	related       []func(l *Loop[T], owner schema.GroupKind) error
 	acquired      []func() <-chan struct{} // Release of every handle the Builder acquired
@@ -132,11 +134,11 @@ func (b *Builder[T]) WithOptions(opts typed.Options) *Builder[T] {
 	return b
 }
 
-// WithPredicates adds predicates on the primary kind's events (see typed.Predicate): an
+// WithPredicates adds predicates on the primary kind's events (see predicate.Predicate): an
 // event reconciles its key only when it passes every one. The ready ones need no type
-// arguments: b.WithPredicates(typed.GenerationChanged). A nil predicate is reported by
+// arguments: b.WithPredicates(predicate.GenerationChanged). A nil predicate is reported by
 // Complete. It returns b.
-func (b *Builder[T]) WithPredicates(preds ...typed.Predicate[T]) *Builder[T] {
+func (b *Builder[T]) WithPredicates(preds ...predicate.Predicate[T]) *Builder[T] {
 	if b == nil {
 		return b
 	}
@@ -238,7 +240,7 @@ func (c *Cache[T]) watchedCache(m *Manager, _ []string) (*Cache[T], bool, error)
 // reconciler reads. A cluster-scoped kind cannot be owned by a namespaced one, which
 // Complete reports.
 // Called after Complete, Owns does nothing and returns nil; so does Watches.
-func Owns[S event.Object, T event.Object](b *Builder[T], from Watched[S], preds ...typed.Predicate[S]) *Cache[S] {
+func Owns[S event.Object, T event.Object](b *Builder[T], from Watched[S], preds ...predicate.Predicate[S]) *Cache[S] {
 	var zero S
 	if b == nil {
 		return nil
@@ -262,7 +264,7 @@ func Owns[S event.Object, T event.Object](b *Builder[T], from Watched[S], preds 
 //
 // The keys must be the primary cache's, namespace/name or name; over a primary cache of
 // some namespaces, a key of another namespace is dropped.
-func Watches[S event.Object, T event.Object](b *Builder[T], from Watched[S], keysOf func(S) []string, preds ...typed.Predicate[S]) *Cache[S] {
+func Watches[S event.Object, T event.Object](b *Builder[T], from Watched[S], keysOf func(S) []string, preds ...predicate.Predicate[S]) *Cache[S] {
 	var zero S
 	if b == nil {
 		return nil
@@ -276,7 +278,7 @@ func Watches[S event.Object, T event.Object](b *Builder[T], from Watched[S], key
 
 // watchKind acquires from's cache and records how Complete relates it to the Loop.
 func watchKind[S event.Object, T event.Object](
-	b *Builder[T], step string, from Watched[S], preds []typed.Predicate[S], mapping func(owner schema.GroupKind) func(S) []string,
+	b *Builder[T], step string, from Watched[S], preds []predicate.Predicate[S], mapping func(owner schema.GroupKind) func(S) []string,
 ) *Cache[S] {
 	var zero S
 	fail := func(err error) *Cache[S] {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -13,7 +15,7 @@ import (
 )
 
 // A controller declared in one place: ConfigMaps reconciled when their labels change
-// (typed.LabelsChanged needs no type arguments) and when a Secret they control changes.
+// (predicate.LabelsChanged needs no type arguments) and when a Secret they control changes.
 // Go infers every type argument from the Sources; one error check ends the declaration.
 func ExampleFor() {
 	web := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-web"}}
@@ -24,7 +26,7 @@ func ExampleFor() {
 	m := manager.New(manager.Options{})
 
 	b := manager.For(m, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps), manager.CacheOptions[*corev1.ConfigMap]{Namespaces: []string{"shop"}}).
-		WithPredicates(typed.LabelsChanged)
+		WithPredicates(predicate.LabelsChanged)
 	secrets := manager.Owns(b, manager.Namespaced[*corev1.Secret](cs.CoreV1().Secrets))
 	seen := make(chan string, 10)
 	_, err := b.Complete(typed.ReconcilerFunc[*corev1.ConfigMap](func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {

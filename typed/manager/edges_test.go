@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -458,7 +460,7 @@ func TestRelatedWithABadPredicateHoldsNoHandle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := manager.Related(loop, related, func(secret) []string { return nil }, typed.Not[secret](nil)); !errors.Is(err, controller.ErrNilArgument) {
+	if err := manager.Related(loop, related, func(secret) []string { return nil }, predicate.Not[secret](nil)); !errors.Is(err, controller.ErrNilArgument) {
 		t.Fatalf("Related = %v, want ErrNilArgument", err)
 	}
 	<-related.Release()

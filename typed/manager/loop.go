@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
@@ -24,14 +26,14 @@ type Loop[T event.Object] struct {
 // runs it while this replica leads, and /readyz waits for c (and for the caches of
 // Related) to sync. The Loop holds a handle of its own on c, so c may be released. An
 // event of c reconciles its key only when it passes every one of preds (see
-// typed.Predicate). Besides events, a key is reconciled when it is enqueued by hand
+// predicate.Predicate). Besides events, a key is reconciled when it is enqueued by hand
 // (Loop.Enqueue, Enqueue from a reconciler) or by a Trigger (Loop.AddTrigger).
 //
 // Over a cache of several namespaces it is still one typed.Loop, whose opts.Workers
 // workers take the keys of every namespace. It returns an error wrapping
 // controller.ErrNilArgument for a nil c or r, ErrReleased for a released c, and ErrStopped
 // once the Manager is stopping.
-func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Options, preds ...typed.Predicate[T]) (*Loop[T], error) {
+func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Options, preds ...predicate.Predicate[T]) (*Loop[T], error) {
 	var zero T
 	switch {
 	case c == nil:
@@ -78,7 +80,7 @@ func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Opti
 // It returns an error wrapping controller.ErrNilArgument for a nil argument, ErrReleased for a
 // released secondary, and ErrStopped once the Manager is stopping; a secondary of another
 // Manager is an error.
-func Related[S event.Object, T event.Object](l *Loop[T], secondary *Cache[S], keysOf func(S) []string, preds ...typed.Predicate[S]) error {
+func Related[S event.Object, T event.Object](l *Loop[T], secondary *Cache[S], keysOf func(S) []string, preds ...predicate.Predicate[S]) error {
 	var zero S
 	switch {
 	case l == nil:

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/controller"
@@ -54,7 +56,7 @@ type Loop[T event.Object] struct {
 	acquire func(sh Shard, opts []manager.CacheOptions[T]) (*manager.Cache[T], error)
 	r       typed.Reconciler[T]
 	opts    typed.Options
-	preds   []typed.Predicate[T]
+	preds   []predicate.Predicate[T]
 	copts   []manager.CacheOptions[T]
 	workers chan struct{}
 
@@ -77,7 +79,7 @@ type relatedSource[T event.Object] func(ctx context.Context, sh Shard, loop *typ
 // replica. Both type arguments of src are inferred:
 //
 //	loop := shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps), r, typed.Options{})
-func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src manager.Source[T, L], r typed.Reconciler[T], opts typed.Options, preds ...typed.Predicate[T]) *Loop[T] {
+func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src manager.Source[T, L], r typed.Reconciler[T], opts typed.Options, preds ...predicate.Predicate[T]) *Loop[T] {
 	if opts.Workers <= 0 {
 		opts.Workers = 1
 	}
@@ -399,7 +401,7 @@ func (m shardMetrics) ReconcileError(loop string, terminal bool) {
 // It returns an error wrapping controller.ErrNilArgument for a nil l, ListerWatcher, keysOf or
 // predicate, and relates nothing then; Run returns the same error, so that an unchecked
 // mistake still stops the Loop.
-func Related[S event.Object, SL reflect.List, T event.Object](l *Loop[T], src manager.Source[S, SL], keysOf func(S) []string, preds ...typed.Predicate[S]) error {
+func Related[S event.Object, SL reflect.List, T event.Object](l *Loop[T], src manager.Source[S, SL], keysOf func(S) []string, preds ...predicate.Predicate[S]) error {
 	var zero S
 	if l == nil {
 		return fmt.Errorf("%w: Related's Loop, for %T", controller.ErrNilArgument, zero)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -82,7 +84,7 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 			return l
 		}},
 		{"a nil predicate", func() *shard.Loop[*corev1.ConfigMap] {
-			return shard.NewLoop(m, sharder, cms, ok, typed.Options{}, typed.GenerationChanged[*corev1.ConfigMap], nil)
+			return shard.NewLoop(m, sharder, cms, ok, typed.Options{}, predicate.GenerationChanged[*corev1.ConfigMap], nil)
 		}},
 		{"a Related with a nil predicate", func() *shard.Loop[*corev1.ConfigMap] {
 			l := shard.NewLoop(m, sharder, cms, ok, typed.Options{})

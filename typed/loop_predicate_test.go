@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/typedinformer/typedinformer/typed/predicate"
+
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,112 +18,6 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/typed"
 )
-
-// state is a ConfigMap with the metadata the ready predicates read.
-func state(generation int64, rv string, labels, annotations map[string]string) obj {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Generation: generation,
-		ResourceVersion: rv, Labels: labels, Annotations: annotations}}
-}
-
-func TestReadyPredicatesPassAdditionsDeletionsAndTheChangesTheyNameOnly(t *testing.T) {
-	type verdicts struct{ Generation, Labels, Annotations, ResourceVersion bool }
-	all := verdicts{true, true, true, true}
-	v1 := state(1, "1", map[string]string{"app": "web"}, map[string]string{"note": "x"})
-	tests := []struct {
-		name string
-		e    event.Event[obj]
-		want verdicts
-	}{
-		{name: "an addition", e: event.Event[obj]{Type: event.Added, Object: v1}, want: all},
-		{name: "an addition from the list", e: event.Event[obj]{Type: event.Added, Object: v1, Sync: true}, want: all},
-		{name: "a deletion", e: event.Event[obj]{Type: event.Deleted, Object: v1, Prior: v1}, want: all},
-		{name: "a final-state-unknown deletion with no state", e: event.Event[obj]{Type: event.Deleted, Sync: true, FinalStateUnknown: true}, want: all},
-		{name: "a write to the spec",
-			e:    event.Event[obj]{Type: event.Modified, Prior: v1, Object: state(2, "2", v1.Labels, v1.Annotations)},
-			want: verdicts{Generation: true, ResourceVersion: true}},
-		{name: "a write to the status",
-			e:    event.Event[obj]{Type: event.Modified, Prior: v1, Object: state(1, "2", v1.Labels, v1.Annotations)},
-			want: verdicts{ResourceVersion: true}},
-		{name: "a change of labels",
-			e:    event.Event[obj]{Type: event.Modified, Prior: v1, Object: state(1, "2", map[string]string{"app": "db"}, v1.Annotations)},
-			want: verdicts{Labels: true, ResourceVersion: true}},
-		{name: "a change of annotations",
-			e:    event.Event[obj]{Type: event.Modified, Prior: v1, Object: state(1, "2", v1.Labels, nil)},
-			want: verdicts{Annotations: true, ResourceVersion: true}},
-		{name: "nil labels and annotations becoming empty ones",
-			e:    event.Event[obj]{Type: event.Modified, Prior: state(1, "1", nil, nil), Object: state(1, "2", map[string]string{}, map[string]string{})},
-			want: verdicts{ResourceVersion: true}},
-		{name: "a resync of the same state", e: event.Event[obj]{Type: event.Modified, Prior: v1, Object: v1, Sync: true}, want: verdicts{}},
-		{name: "a relist that brings a new generation",
-			e:    event.Event[obj]{Type: event.Modified, Prior: v1, Object: state(3, "7", v1.Labels, v1.Annotations), Sync: true},
-			want: verdicts{Generation: true, ResourceVersion: true}},
-		{name: "a modification whose prior state is unknown", e: event.Event[obj]{Type: event.Modified, Object: v1}, want: all},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := verdicts{
-				Generation:      typed.GenerationChanged(tt.e),
-				Labels:          typed.LabelsChanged(tt.e),
-				Annotations:     typed.AnnotationsChanged(tt.e),
-				ResourceVersion: typed.ResourceVersionChanged(tt.e),
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("passed (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestAndOrNotCombinePredicatesAndStopAtTheFirstThatDecides(t *testing.T) {
-	yes := func(event.Event[obj]) bool { return true }
-	no := func(event.Event[obj]) bool { return false }
-	never := func(event.Event[obj]) bool { panic("called after the outcome was decided") }
-	tests := []struct {
-		name string
-		p    typed.Predicate[obj]
-		want bool
-	}{
-		{"And of nothing passes", typed.And[obj](), true},
-		{"And of passing predicates passes", typed.And[obj](yes, yes), true},
-		{"And with one failing predicate fails", typed.And[obj](yes, no), false},
-		{"And stops at the first failing predicate", typed.And[obj](no, never), false},
-		{"Or of nothing fails", typed.Or[obj](), false},
-		{"Or with one passing predicate passes", typed.Or[obj](no, yes), true},
-		{"Or of failing predicates fails", typed.Or[obj](no, no), false},
-		{"Or stops at the first passing predicate", typed.Or[obj](yes, never), true},
-		{"Not of a passing predicate fails", typed.Not[obj](yes), false},
-		{"Not of a failing predicate passes", typed.Not[obj](no), true},
-		{"ready predicates combine without type arguments of their own",
-			typed.And[obj](typed.Not[obj](typed.GenerationChanged), typed.ResourceVersionChanged), true},
-	}
-	status := event.Event[obj]{Type: event.Modified, Prior: state(1, "1", nil, nil), Object: state(1, "2", nil, nil)}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.p(status); got != tt.want {
-				t.Errorf("= %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestCombinatorsOfANilPredicateAreNil(t *testing.T) {
-	yes := func(event.Event[obj]) bool { return true }
-	tests := []struct {
-		name string
-		p    typed.Predicate[obj]
-	}{
-		{"And", typed.And[obj](yes, nil)},
-		{"Or", typed.Or[obj](nil, yes)},
-		{"Not", typed.Not[obj](nil)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.p != nil {
-				t.Error("a combinator of a nil predicate is not nil, so nothing would report it before it panics")
-			}
-		})
-	}
-}
 
 // step is one write to the fake and the reconciles of ns/a it must lead to.
 type step struct {
@@ -144,12 +40,12 @@ func TestLoopReconcilesOnlyTheEventsItsPredicatesPass(t *testing.T) {
 	deleteA := func(src *fake.ListerWatcher[obj, list]) error { _, err := src.Delete("ns", "a"); return err }
 	tests := []struct {
 		name  string
-		preds []typed.Predicate[obj]
+		preds []predicate.Predicate[obj]
 		steps []step
 	}{
 		{
 			name:  "GenerationChanged: writes that keep the generation are not reconciled",
-			preds: []typed.Predicate[obj]{typed.GenerationChanged[obj]},
+			preds: []predicate.Predicate[obj]{predicate.GenerationChanged[obj]},
 			steps: []step{
 				{do: update(versioned("2", 1, nil, nil))},
 				{do: update(versioned("3", 2, nil, nil)), want: []string{"ns/a value=3"}},
@@ -158,7 +54,7 @@ func TestLoopReconcilesOnlyTheEventsItsPredicatesPass(t *testing.T) {
 		},
 		{
 			name:  "Or(LabelsChanged, AnnotationsChanged)",
-			preds: []typed.Predicate[obj]{typed.Or[obj](typed.LabelsChanged, typed.AnnotationsChanged)},
+			preds: []predicate.Predicate[obj]{predicate.Or[obj](predicate.LabelsChanged, predicate.AnnotationsChanged)},
 			steps: []step{
 				{do: update(versioned("2", 1, nil, nil))},
 				{do: update(versioned("3", 1, map[string]string{"app": "web"}, nil)), want: []string{"ns/a value=3"}},
@@ -167,7 +63,7 @@ func TestLoopReconcilesOnlyTheEventsItsPredicatesPass(t *testing.T) {
 		},
 		{
 			name: "several predicates must all pass",
-			preds: []typed.Predicate[obj]{typed.ResourceVersionChanged[obj], func(e event.Event[obj]) bool {
+			preds: []predicate.Predicate[obj]{predicate.ResourceVersionChanged[obj], func(e event.Event[obj]) bool {
 				return e.Object == nil || e.Object.Data["v"] != "skip"
 			}},
 			steps: []step{
@@ -303,7 +199,7 @@ func TestAPanickingPredicateLetsTheEventThroughAndIsReported(t *testing.T) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{OnError: func(_ context.Context, _ string, err error) { errs <- err }},
-		typed.ResourceVersionChanged, func(e event.Event[obj]) bool {
+		predicate.ResourceVersionChanged, func(e event.Event[obj]) bool {
 			if e.Type == event.Modified {
 				panic("predicate boom")
 			}
@@ -337,7 +233,7 @@ func TestRelatedMapsOnlyTheEventsItsPredicatesPass(t *testing.T) {
 		got.add(req.Key)
 		return typed.Result{}, nil
 	}), typed.Options{})
-	typed.Related(l, sc, func(s *corev1.Secret) []string { return []string{"ns/" + s.OwnerReferences[0].Name} }, typed.LabelsChanged)
+	typed.Related(l, sc, func(s *corev1.Secret) []string { return []string{"ns/" + s.OwnerReferences[0].Name} }, predicate.LabelsChanged)
 	ctx := runUntilEnd(context.Background(), t, pc.Run, sc.Run, l.Run)
 	got.wait(t, 2)
 	_ = secondaries.WaitForWatchers(ctx, 1)

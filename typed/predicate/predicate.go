@@ -1,4 +1,4 @@
-package typed
+package predicate
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 )
 
-// Predicate decides whether an event reconciles its key: a Loop (NewLoop) or a Related
+// Predicate decides whether an event reconciles its key: a typed.Loop (typed.NewLoop) or a typed.Related
 // source enqueues the key of an event only when every one of its predicates returns
 // true. A predicate sees the whole event: its Type, its Object, the Prior state the cache
 // held before it, whether it comes from a relist or resync (Sync) and the Key.
@@ -20,7 +20,7 @@ import (
 //
 // The ready predicates (GenerationChanged, LabelsChanged, AnnotationsChanged,
 // ResourceVersionChanged) are generic functions that can be passed as they are, without
-// type arguments: typed.NewLoop(c, r, opts, typed.GenerationChanged).
+// type arguments: typed.NewLoop(c, r, opts, predicate.GenerationChanged).
 type Predicate[T event.Object] func(e event.Event[T]) bool
 
 // GenerationChanged passes additions, deletions, and modifications that changed
@@ -125,9 +125,9 @@ func hasNil[T event.Object](preds []Predicate[T]) bool {
 	return false
 }
 
-// checkPredicates returns an error wrapping controller.ErrNilArgument that names the first nil one
+// Check returns an error wrapping controller.ErrNilArgument that names the first nil one
 // of preds, whose are they.
-func checkPredicates[T event.Object](preds []Predicate[T], whose string) error {
+func Check[T event.Object](preds []Predicate[T], whose string) error {
 	for i, p := range preds {
 		if p == nil {
 			return fmt.Errorf("%w: %s predicate %d", controller.ErrNilArgument, whose, i)
@@ -136,9 +136,9 @@ func checkPredicates[T event.Object](preds []Predicate[T], whose string) error {
 	return nil
 }
 
-// passes reports whether e passes every one of preds. A predicate that panics counts as
+// Passes reports whether e passes every one of preds. A predicate that panics counts as
 // passing, and the panic is handed to report.
-func passes[T event.Object](preds []Predicate[T], e event.Event[T], report func(error)) bool {
+func Passes[T event.Object](preds []Predicate[T], e event.Event[T], report func(error)) bool {
 	for i, p := range preds {
 		if !pass(i, p, e, report) {
 			return false
