@@ -18,6 +18,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // panickingMetrics panics in every method: a user's adapter with a bug.
@@ -76,12 +77,14 @@ func TestUserCallbacksThatPanicAreReportedNeverFatal(t *testing.T) {
 	}{
 		{
 			name: "Transform panics on one object",
-			opts: controller.Options[obj]{Transform: func(o obj) (obj, error) {
-				if bad(o) {
-					panic("transform bug")
-				}
-				return o, nil
-			}},
+			opts: controller.Options[obj]{
+				Options: reflect.Options[obj]{Transform: func(o obj) (obj, error) {
+					if bad(o) {
+						panic("transform bug")
+					}
+					return o, nil
+				}},
+			},
 			handled: []string{"ns/good"},
 			wantErr: "transform bug",
 		},
@@ -124,12 +127,12 @@ func TestUserCallbacksThatPanicAreReportedNeverFatal(t *testing.T) {
 		},
 		{
 			name:    "a typed-nil Clock",
-			opts:    controller.Options[obj]{Clock: (*clocktesting.FakeClock)(nil)},
+			opts:    controller.Options[obj]{Options: reflect.Options[obj]{Clock: (*clocktesting.FakeClock)(nil)}},
 			handled: []string{"ns/bad", "ns/good"},
 		},
 		{
 			name:    "ListOptions panics",
-			opts:    controller.Options[obj]{ListOptions: func(*metav1.ListOptions) { panic("tweak bug") }},
+			opts:    controller.Options[obj]{Options: reflect.Options[obj]{ListOptions: func(*metav1.ListOptions) { panic("tweak bug") }}},
 			wantErr: "tweak bug",
 			noSync:  true,
 		},

@@ -10,8 +10,11 @@
 //
 //	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](clientset.CoreV1().ConfigMaps("default"))
 //	c := controller.New(clientset.CoreV1().ConfigMaps("default"), controller.Options[*corev1.ConfigMap]{
-//		ResyncPeriod: time.Hour,
-//		Transform:    client.StripManagedFields[*corev1.ConfigMap],
+//		Options: reflect.Options[*corev1.ConfigMap]{ // the list/watch settings, the reflector's
+//			ResyncPeriod: time.Hour,
+//			Transform:    client.StripManagedFields[*corev1.ConfigMap],
+//		},
+//		Indexers: eventcache.Indexers[*corev1.ConfigMap]{"team": teamOf},
 //	})
 //
 // Run starts the consumer before the reflector and stops them in the reverse order, and
@@ -135,20 +138,10 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options
 			c.callOnMutation(ctx, m)
 		}
 	})
-	ropts := reflect.Options[T]{
-		Name:             o.Name,
-		ResyncPeriod:     o.ResyncPeriod,
-		PageSize:         o.PageSize,
-		WatchList:        o.WatchList,
-		Backoff:          o.Backoff,
-		Clock:            o.Clock,
-		Transform:        o.Transform,
-		TweakListOptions: o.ListOptions,
-		OnError:          func(err error) { c.cfg.reportError(c.context(), err) },
-	}
-	if c.cfg.metrics != nil {
-		ropts.Metrics = c.cfg.metrics
-	}
+	// The reflector reports through the controller, which counts and logs for both.
+	ropts := o.Options
+	ropts.OnError = c.cfg.reportError
+	ropts.Metrics = c.cfg.metrics
 	c.reflector = reflect.New(lw, eventcache.EventCache[T](c.collection), ropts)
 	return c
 }

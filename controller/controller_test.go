@@ -21,6 +21,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 type obj = *corev1.ConfigMap
@@ -274,7 +275,7 @@ func TestRemovedHandlerStopsReceiving(t *testing.T) {
 func TestPanickingHandlerIsRecoveredAndReported(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
 	errs := make(chan error, 10)
-	c := controller.New(src, controller.Options[obj]{OnError: func(_ context.Context, err error) { errs <- err }})
+	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(_ context.Context, err error) { errs <- err }}})
 	panicky, calm := newRecorder(), newRecorder()
 	panicky.hook = func(e event.Event[obj]) {
 		if e.Object.Name == "a" {

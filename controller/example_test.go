@@ -11,6 +11,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed/client"
 )
 
@@ -88,10 +89,10 @@ func Example_options() {
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}},
 	)
 	c := controller.New(src, controller.Options[*corev1.ConfigMap]{
+		Options: reflect.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]},
 		Indexers: eventcache.Indexers[*corev1.ConfigMap]{
 			"team": func(cm *corev1.ConfigMap) ([]string, error) { return []string{cm.Labels["team"]}, nil },
 		},
-		Transform: client.StripManagedFields[*corev1.ConfigMap],
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})

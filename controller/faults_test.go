@@ -179,8 +179,10 @@ func startFaultRun(t *testing.T) *faultRun {
 	r.lw = &gated{ListerWatcher: r.src}
 	r.churn(t, 30)
 	r.c = controller.New(r.lw, controller.Options[obj]{
-		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 1 << 20, Cap: 20 * time.Millisecond},
-		OnError: r.add,
+		Options: reflect.Options[obj]{
+			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 1 << 20, Cap: 20 * time.Millisecond},
+			OnError: r.add,
+		},
 	})
 	mustAdd(t, r.c, "checker", r.chk)
 	return r
@@ -374,7 +376,7 @@ func TestFaultNoListPermissionBacksOffAndNeverSyncs(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "x", nil))
 	src.FailList(1<<30, apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("user cannot list")))
 	errs := make(chan error, 100)
-	c := controller.New(src, controller.Options[obj]{Clock: clk, OnError: func(_ context.Context, err error) { errs <- err }})
+	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{Clock: clk, OnError: func(_ context.Context, err error) { errs <- err }}})
 	chk := eventcheck.New[obj]("checker")
 	mustAdd(t, c, "checker", chk)
 	ctx, cancel := context.WithCancel(context.Background())

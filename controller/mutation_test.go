@@ -19,6 +19,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // mutationFound is what a test compares of a MutationError.
@@ -235,7 +236,7 @@ func TestTheMutationDetectorSeesBelowAShallowDeepCopy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := fake.New[*widget, *widgetList](newWidget("a"), newWidget("b"))
-			c := controller.New(src, controller.Options[*widget]{DetectMutations: true, OnError: func(context.Context, error) {}})
+			c := controller.New(src, controller.Options[*widget]{Options: reflect.Options[*widget]{OnError: func(context.Context, error) {}}, DetectMutations: true})
 			updated := make(chan struct{})
 			reg, err := c.AddHandler("h", controller.HandlerFunc[*widget](func(_ context.Context, e event.Event[*widget]) {
 				if e.Key != "ns/a" {
@@ -316,8 +317,8 @@ func TestOnMutationSeesEachMutationOnceAsItIsFound(t *testing.T) {
 			running := true
 			hookedA := make(chan struct{})
 			opts := controller.Options[obj]{
+				Options:         reflect.Options[obj]{OnError: func(context.Context, error) {}},
 				DetectMutations: tt.detect,
-				OnError:         func(context.Context, error) {},
 				OnMutation: func(_ context.Context, m *eventcache.MutationError) {
 					mu.Lock()
 					hooked = append(hooked, mutationFound{Key: m.Key, Mentions: strings.Contains(m.Diff, "changed in place")})

@@ -7,10 +7,7 @@ import (
 	"maps"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
@@ -34,39 +31,18 @@ type Metrics interface {
 
 // Options configure a Controller of T. The zero value is right for production: every
 // field is optional, and its zero value means the default its comment names.
+//
+// The list/watch settings are the embedded reflect.Options, stated once there: Name,
+// ResyncPeriod, PageSize, WatchList, Backoff, Clock, Transform, ListOptions and OnError.
+// A controller's OnError receives, besides the reflector's errors, index errors,
+// recovered handler panics (as *PanicError) and the mutations the detector finds. Its
+// Metrics is the field of Options below, not the reflector's: reflect.Options.Metrics
+// must be left nil (New refuses it), since Metrics receives the reflector's counters too.
 type Options[T event.Object] struct {
-	// Name names the controller in logs and errors; the object type (as %T prints it) by
-	// default.
-	Name string
-	// ResyncPeriod, when positive, makes the controller redeliver every known object
-	// that has nothing pending, as a synchronization modification, that often. Zero
-	// turns it off.
-	ResyncPeriod time.Duration
-	// PageSize is the list page size; 500 when zero.
-	PageSize int64
-	// WatchList turns on the streaming watch-list protocol for the initial state, with a
-	// fall back to a paged list on servers that reject it.
-	WatchList bool
-	// Backoff is the backoff between failed list or watch attempts; reflect.DefaultBackoff
-	// when zero.
-	Backoff wait.Backoff
-	// Clock drives backoff and resync timers, for tests; the real clock when nil (a
-	// typed-nil one included).
-	Clock clock.WithTicker
-	// ListOptions, when set, adjusts the options of every list and watch request, for
-	// example to set a label or field selector (client.Selectors). A panic in it fails the
-	// request, which is reported and retried (reflect.ErrCallbackPanicked).
-	ListOptions func(*metav1.ListOptions)
-	// OnError receives every error the controller reports: list and watch failures,
-	// watch ERROR events, objects of the wrong type, with no name or that the
-	// ListerWatcher could not read (reflect.ErrIncompleteList, reflect.Unreadable), index
-	// errors and recovered handler panics (as *PanicError). Routine protocol
-	// events, such as 410 Gone before a relist, are among them; reflect.IsRoutine tells
-	// them apart. When nil, errors are logged: routine ones at verbosity 2, the others as
-	// errors. It must not block; a panic in it is recovered and logged as an error.
-	OnError func(ctx context.Context, err error)
-	// Metrics, when set, receives the controller's counters and gauges; a typed-nil one
-	// is none. A panic in it is recovered and logged as an error.
+	reflect.Options[T]
+	// Metrics, when set, receives the controller's counters and gauges, the reflector's
+	// included; a typed-nil one is none. A panic in it is recovered and logged as an
+	// error.
 	Metrics Metrics
 	// FullHistory keeps every intermediate state of an object instead of merging pending
 	// modifications, for handlers that must see each one. Memory then grows with the
@@ -75,10 +51,6 @@ type Options[T event.Object] struct {
 	// KeyFunc computes the key of an object; event.ObjectKey when nil. An object it
 	// fails or panics on is reported and skipped.
 	KeyFunc event.KeyFunc[T]
-	// Transform, when set, is applied to every object before it is cached, for example
-	// client.StripManagedFields to save memory. An object it fails or panics on is
-	// reported and skipped.
-	Transform func(T) (T, error)
 	// Indexers are secondary indexes of the known objects, by name, queried with
 	// Store().ByIndex. Every controller also has eventcache.NamespaceIndex. An object an
 	// index function fails or panics on is left out of that index and reported.

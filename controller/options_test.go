@@ -24,6 +24,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // optionsRun is what a row of TestOptionsTakeEffect builds its Options from and checks.
@@ -107,7 +108,7 @@ func TestOptionsTakeEffect(t *testing.T) {
 		name:      "OnError receives errors named after the object type by default",
 		failLists: true,
 		opts: func(r *optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Backoff: fast, OnError: r.add}}
+			return []controller.Options[obj]{{Options: reflect.Options[obj]{Backoff: fast, OnError: r.add}}}
 		},
 		check: func(t *testing.T, r *optionsRun, _ *controller.Controller[obj, list]) {
 			r.firstErrorPrefix(t, "*v1.ConfigMap: list: ")
@@ -116,14 +117,16 @@ func TestOptionsTakeEffect(t *testing.T) {
 		name:      "Name names the errors",
 		failLists: true,
 		opts: func(r *optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Name: "settings", Backoff: fast, OnError: r.add}}
+			return []controller.Options[obj]{{Options: reflect.Options[obj]{Name: "settings", Backoff: fast, OnError: r.add}}}
 		},
 		check: func(t *testing.T, r *optionsRun, _ *controller.Controller[obj, list]) {
 			r.firstErrorPrefix(t, "settings: list: ")
 		},
 	}, {
 		name: "PageSize",
-		opts: func(*optionsRun) []controller.Options[obj] { return []controller.Options[obj]{{PageSize: 2}} },
+		opts: func(*optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{{Options: reflect.Options[obj]{PageSize: 2}}}
+		},
 		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
 			lists := r.lists()
 			if len(lists) != 2 || lists[0].Limit != 2 || lists[1].Limit != 2 || lists[1].Continue == "" {
@@ -135,7 +138,9 @@ func TestOptionsTakeEffect(t *testing.T) {
 		},
 	}, {
 		name: "WatchList",
-		opts: func(*optionsRun) []controller.Options[obj] { return []controller.Options[obj]{{WatchList: true}} },
+		opts: func(*optionsRun) []controller.Options[obj] {
+			return []controller.Options[obj]{{Options: reflect.Options[obj]{WatchList: true}}}
+		},
 		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
 			actions := r.src.Actions()
 			if len(actions) == 0 || actions[0].Verb != fake.VerbWatch || actions[0].Options.SendInitialEvents == nil || !*actions[0].Options.SendInitialEvents {
@@ -151,7 +156,7 @@ func TestOptionsTakeEffect(t *testing.T) {
 	}, {
 		name: "ListOptions",
 		opts: func(*optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=web" }}}
+			return []controller.Options[obj]{{Options: reflect.Options[obj]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=web" }}}}
 		},
 		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
 			if diff := cmp.Diff([]string{"ns1/a", "ns2/c"}, keys(c)); diff != "" {
@@ -189,10 +194,12 @@ func TestOptionsTakeEffect(t *testing.T) {
 	}, {
 		name: "Transform runs before caching",
 		opts: func(*optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Transform: func(o obj) (obj, error) {
-				o.Labels = nil
-				return o, nil
-			}}}
+			return []controller.Options[obj]{{
+				Options: reflect.Options[obj]{Transform: func(o obj) (obj, error) {
+					o.Labels = nil
+					return o, nil
+				}},
+			}}
 		},
 		check: func(t *testing.T, _ *optionsRun, c *controller.Controller[obj, list]) {
 			c.Store().Range(func(key string, o obj) bool {
@@ -220,8 +227,8 @@ func TestOptionsTakeEffect(t *testing.T) {
 		failLists: true,
 		opts: func(r *optionsRun) []controller.Options[obj] {
 			return []controller.Options[obj]{
-				{Name: "first", PageSize: 2, KeyFunc: prefixed("first:"), Backoff: fast, OnError: r.add},
-				{Name: "second", KeyFunc: prefixed("second:")},
+				{Options: reflect.Options[obj]{Name: "first", PageSize: 2, Backoff: fast, OnError: r.add}, KeyFunc: prefixed("first:")},
+				{Options: reflect.Options[obj]{Name: "second"}, KeyFunc: prefixed("second:")},
 				{},
 			}
 		},
@@ -307,19 +314,20 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 var configMaps = fake.New[*corev1.ConfigMap, *corev1.ConfigMapList]()
 
 var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
-	KeyFunc: func(*corev1.Secret) (string, error) { return "", nil }, // line 14
+	KeyFunc: func(*corev1.Secret) (string, error) { return "", nil }, // line 15
 })
-var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
-	Transform: func(s *corev1.Secret) (*corev1.Secret, error) { return s, nil }, // line 17
-})
+var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{
+	Transform: func(s *corev1.Secret) (*corev1.Secret, error) { return s, nil }, // line 18
+}})
 var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
 	Indexers: eventcache.Indexers[*corev1.ConfigMap]{
-		"owner": func(*corev1.Secret) ([]string, error) { return nil, nil }, // line 21
+		"owner": func(*corev1.Secret) ([]string, error) { return nil, nil }, // line 22
 	},
 })
 `
@@ -354,7 +362,7 @@ var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
 			rejected = append(rejected, strings.SplitN(strings.TrimPrefix(line, file+":"), ":", 2)[0])
 		}
 	}
-	if diff := cmp.Diff([]string{"14", "17", "21"}, rejected); diff != "" {
+	if diff := cmp.Diff([]string{"15", "18", "22"}, rejected); diff != "" {
 		t.Errorf("lines rejected (-want +got):\n%s\nthe go command said:\n%s", diff, out)
 	}
 }
@@ -407,7 +415,7 @@ func TestFullHistoryDeliversEveryIntermediateState(t *testing.T) {
 func TestResyncRedeliversKnownObjectsEveryPeriod(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
-	c := controller.New(src, controller.Options[obj]{Clock: clk, ResyncPeriod: time.Minute})
+	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{Clock: clk, ResyncPeriod: time.Minute}})
 	h := newRecorder()
 	mustAdd(t, c, "h", h)
 	run(t, c)
@@ -437,8 +445,7 @@ func TestErrorHandlerMayAddAHandler(t *testing.T) {
 	var once sync.Once
 	added := make(chan *controller.Registration, 1)
 	c = controller.New(src, controller.Options[obj]{
-		Indexers: eventcache.Indexers[obj]{"fails": func(obj) ([]string, error) { return nil, errors.New("no values") }},
-		OnError: func(context.Context, error) {
+		Options: reflect.Options[obj]{OnError: func(context.Context, error) {
 			// Index errors are reported from the drain loop, which adding a handler
 			// pauses: that must not deadlock.
 			once.Do(func() {
@@ -448,7 +455,8 @@ func TestErrorHandlerMayAddAHandler(t *testing.T) {
 				}
 				added <- reg
 			})
-		},
+		}},
+		Indexers: eventcache.Indexers[obj]{"fails": func(obj) ([]string, error) { return nil, errors.New("no values") }},
 	})
 	run(t, c)
 	select {

@@ -17,8 +17,8 @@ import (
 func TestANilIndexFuncIsRefusedOnce(t *testing.T) {
 	var reported int
 	c := controller.New[obj, list](fake.New[obj, list](cm("ns", "a", nil)), controller.Options[obj]{
+		Options:  reflect.Options[obj]{OnError: func(context.Context, error) { reported++ }},
 		Indexers: eventcache.Indexers[obj]{"byLabel": nil},
-		OnError:  func(context.Context, error) { reported++ },
 	})
 	if err := c.Run(t.Context()); !errors.Is(err, eventcache.ErrNilIndexFunc) {
 		t.Errorf("Run = %v, want ErrNilIndexFunc", err)
@@ -38,12 +38,12 @@ func TestAPanickingKeyFuncWrapsReflectsErrCallbackPanicked(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
 	c := controller.New[obj, list](fake.New[obj, list](cm("ns", "a", nil)), controller.Options[obj]{
-		KeyFunc: func(obj) (string, error) { panic("key bug") },
-		OnError: func(_ context.Context, err error) {
+		Options: reflect.Options[obj]{OnError: func(_ context.Context, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			errs = append(errs, err)
-		},
+		}},
+		KeyFunc: func(obj) (string, error) { panic("key bug") },
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

@@ -507,7 +507,7 @@ func TestUnreadableListItemNeverBecomesADeletion(t *testing.T) {
 				var errs []error
 				r := reflect.New[obj, *metav1.List](src, c, reflect.Options[obj]{
 					WatchList: watchList, Backoff: fastRetries, Transform: transform,
-					OnError: func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() },
+					OnError: func(_ context.Context, err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() },
 				})
 				ctx, cancel := context.WithCancel(context.Background())
 				var wg sync.WaitGroup
@@ -641,7 +641,7 @@ func TestUnreadableDeletionIsDeliveredWithTheLastKnownState(t *testing.T) {
 			got <- e
 		}
 	}), nil)
-	r := reflect.New[obj, *corev1.ConfigMapList](src, c, reflect.Options[obj]{OnError: func(error) {}})
+	r := reflect.New[obj, *corev1.ConfigMapList](src, c, reflect.Options[obj]{OnError: func(context.Context, error) {}})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)

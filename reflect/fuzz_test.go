@@ -133,7 +133,7 @@ func FuzzReflectorWatchEvents(f *testing.F) {
 		c := eventcache.NewEventQueueCollection(w.Store(), eventcache.Options[*corev1.ConfigMap]{})
 		rtc := eventcache.NewResourceTrackingConsumer[*corev1.ConfigMap](w, nopSink{}, nil)
 		r := reflect.New[*corev1.ConfigMap, *corev1.ConfigMapList](lw, c, reflect.Options[*corev1.ConfigMap]{
-			OnError: func(error) {}, Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
+			OnError: func(context.Context, error) {}, Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

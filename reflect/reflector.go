@@ -120,38 +120,50 @@ type Metrics interface {
 	Error()
 }
 
-// Options configure a Reflector. The zero value is usable.
+// Options configure a Reflector: what it lists and watches, and how. The zero value is
+// right for production: every field is optional, and its zero value means the default its
+// comment names. controller.Options embeds it, so that a Controller's list/watch settings
+// are these, stated once.
 type Options[T event.Object] struct {
-	// Name identifies the reflector in logs; the object type by default.
+	// Name names the reflector (and a controller) in logs, errors and metrics; the object
+	// type (as %T prints it) by default.
 	Name string
-	// ResyncPeriod, when positive, is how often the cache is asked to Synchronize.
+	// ResyncPeriod, when positive, makes the cache Synchronize that often: every known
+	// object that has nothing pending is redelivered as a synchronization modification.
+	// Zero turns it off.
 	ResyncPeriod time.Duration
 	// PageSize is the list page size; 500 when zero.
 	PageSize int64
-	// WatchList asks for the streaming watch-list protocol instead of a list, falling
-	// back to a list when the server rejects it.
+	// WatchList turns on the streaming watch-list protocol for the initial state, with a
+	// fall back to a paged list on servers that reject it.
 	WatchList bool
-	// Backoff between failed attempts; DefaultBackoff when zero.
+	// Backoff is the backoff between failed list or watch attempts; DefaultBackoff when
+	// zero.
 	Backoff wait.Backoff
-	// Clock drives backoff and resync timers; the real clock when nil (a typed-nil one
-	// included). Tests use a fake.
+	// Clock drives backoff and resync timers, for tests; the real clock when nil (a
+	// typed-nil one included).
 	Clock clock.WithTicker
 	// Transform, when set, is applied to every object before it enters the cache, for
-	// example to drop managedFields. An object it fails on, or returns nil for, is
-	// reported and skipped: a list it is in is incomplete (nothing is deleted), and a
-	// watched deletion of it is still recorded, with the last known state. A panic in it
-	// is such a failure (ErrCallbackPanicked).
+	// example client.StripManagedFields to save memory. An object it fails on, or returns
+	// nil for, is reported and skipped: a list it is in is incomplete (nothing is
+	// deleted), and a watched deletion of it is still recorded, with the last known
+	// state. A panic in it is such a failure (ErrCallbackPanicked).
 	Transform func(T) (T, error)
-	// TweakListOptions, when set, adjusts the options of every list and watch, for
-	// example to add a label selector. A panic in it fails the request (ErrCallbackPanicked).
-	TweakListOptions func(*metav1.ListOptions)
-	// OnError receives every error: failed lists and watches, ERROR events, unexpected
-	// or unreadable objects, incomplete lists. IsRoutine tells the routine ones apart.
-	// When nil, errors are logged instead (routine ones at verbosity 2). It must not block;
-	// a panic in it is recovered and logged.
-	OnError func(error)
-	// Metrics receives counters and gauges; none when nil (a typed-nil one included). A
-	// panic in it is recovered and logged.
+	// ListOptions, when set, adjusts the options of every list and watch request, for
+	// example to set a label or field selector (client.Selectors). A panic in it fails the
+	// request, which is reported and retried (ErrCallbackPanicked).
+	ListOptions func(*metav1.ListOptions)
+	// OnError receives every error reported: list and watch failures, watch ERROR events,
+	// objects of the wrong type, with no name or that the ListerWatcher could not read
+	// (ErrIncompleteList, Unreadable); a controller adds its own (see
+	// controller.Options). Routine protocol events, such as 410 Gone before a relist, are
+	// among them; IsRoutine tells them apart. When nil, errors are logged: routine ones at
+	// verbosity 2, the others as errors. It must not block; a panic in it is recovered and
+	// logged as an error.
+	OnError func(ctx context.Context, err error)
+	// Metrics, when set, receives the reflector's counters and gauges; a typed-nil one is
+	// none. A panic in it is recovered and logged as an error. A controller's is
+	// controller.Options.Metrics, which receives these too: leave this one nil there.
 	Metrics Metrics
 }
 
@@ -218,7 +230,7 @@ func (r *Reflector[T, L]) report(ctx context.Context, err error) {
 	r.metric("Error", func(m Metrics) { m.Error() })
 	if r.opts.OnError != nil {
 		defer guard.LogPanic(klog.FromContext(ctx), err, "OnError panicked", "reflector", r.opts.Name)
-		r.opts.OnError(err)
+		r.opts.OnError(ctx, err)
 		return
 	}
 	logger := klog.FromContext(ctx)
@@ -372,19 +384,19 @@ func (r *Reflector[T, L]) classify(err error) error {
 	return err
 }
 
-// listOptions returns opts adjusted by Options.TweakListOptions, or an error wrapping
+// listOptions returns opts adjusted by Options.ListOptions, or an error wrapping
 // ErrCallbackPanicked if it panics: the request is then not made, and fails as a request
 // does.
 func (r *Reflector[T, L]) listOptions(opts metav1.ListOptions) (_ metav1.ListOptions, err error) {
-	if r.opts.TweakListOptions == nil {
+	if r.opts.ListOptions == nil {
 		return opts, nil
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("%w: TweakListOptions: %v\n%s", ErrCallbackPanicked, v, debug.Stack())
+			err = fmt.Errorf("%w: ListOptions: %v\n%s", ErrCallbackPanicked, v, debug.Stack())
 		}
 	}()
-	r.opts.TweakListOptions(&opts)
+	r.opts.ListOptions(&opts)
 	return opts, nil
 }
 
@@ -417,7 +429,7 @@ func (r *Reflector[T, L]) watch(ctx context.Context, opts metav1.ListOptions) (w
 var ErrListerWatcherPanicked = errors.New("ListerWatcher panicked")
 
 // ErrCallbackPanicked is wrapped, with the value and the stack, by the error that a panic
-// in Options.Transform or Options.TweakListOptions is turned into: the object is then one
+// in Options.Transform or Options.ListOptions is turned into: the object is then one
 // the transform failed on, and the request one that failed. It is
 // eventcache.ErrCallbackPanicked, which a KeyFunc's or IndexFunc's panic wraps too, so
 // that one errors.Is finds a panic of any callback of the pipeline.

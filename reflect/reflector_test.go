@@ -86,7 +86,7 @@ func (c *recordingCache) Synchronize() error {
 	return nil
 }
 
-func (c *recordingCache) onError(err error) {
+func (c *recordingCache) onError(_ context.Context, err error) {
 	c.mu.Lock()
 	c.errs = append(c.errs, err)
 	c.mu.Unlock()
@@ -574,7 +574,7 @@ func TestBookmarkAdvancesTheResourceVersionOfTheNextWatch(t *testing.T) {
 	watched := cm("a")
 	watched.Labels = map[string]string{"app": "watched"}
 	src := fake.New[obj, *corev1.ConfigMapList](watched)
-	startWatching(t, src, reflect.Options[obj]{TweakListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=watched" }})
+	startWatching(t, src, reflect.Options[obj]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=watched" }})
 	// Changes outside the selector advance the resource version to 3 without an event:
 	// only the bookmark tells the reflector.
 	for _, name := range []string{"b", "c"} {

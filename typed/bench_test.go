@@ -12,6 +12,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed/client"
 )
 
@@ -104,7 +105,7 @@ func BenchmarkStripManagedFieldsMemory(b *testing.B) {
 		opts controller.Options[*corev1.ConfigMap]
 	}{
 		{"transform=none", controller.Options[*corev1.ConfigMap]{}},
-		{"transform=strip", controller.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]}},
+		{"transform=strip", controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var inUse, live, runs int64

@@ -22,6 +22,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -250,8 +251,8 @@ func TestLoopReconcilesALiveChangeBeforeAStartupListOf100000Keys(t *testing.T) {
 		objs[i] = cm(fmt.Sprintf("k%06d", i), "1")
 	}
 	src := fake.New[obj, list](objs...)
-	c := controller.New(src, controller.Options[obj]{PageSize: keys}) // the fake sorts every key for each page
-	_ = runUntilEnd(context.Background(), t, c.Run)                   // and checks for leaks once the subtests are done
+	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{PageSize: keys}}) // the fake sorts every key for each page
+	_ = runUntilEnd(context.Background(), t, c.Run)                                                  // and checks for leaks once the subtests are done
 	for _, workers := range []int{1, 3} {
 		t.Run(fmt.Sprint(workers, " workers"), func(t *testing.T) {
 			var (

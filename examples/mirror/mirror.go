@@ -6,9 +6,6 @@ import (
 	"context"
 	"maps"
 
-	"github.com/typedinformer/typedinformer/controller"
-	"github.com/typedinformer/typedinformer/typed"
-	"github.com/typedinformer/typedinformer/typed/client"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,12 +13,18 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/reflect"
+	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/client"
 )
 
 // Mirror runs the controller in namespace ns until ctx ends.
 func Mirror(ctx context.Context, cs kubernetes.Interface, ns string) error {
 	configMaps := controller.New(cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{
-		ListOptions: client.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)})
+		Options: reflect.Options[*corev1.ConfigMap]{ListOptions: client.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)},
+	})
 	secrets := controller.New[*corev1.Secret, *corev1.SecretList](cs.CoreV1().Secrets(ns))
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	typedprom "github.com/typedinformer/typedinformer/examples/prometheus"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -32,7 +33,9 @@ func Example() {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "two"}},
 	)
 	configMaps := controller.New(source, controller.Options[*corev1.ConfigMap]{
-		Name: "configmaps", Metrics: metrics.Controller("configmaps")})
+		Options: reflect.Options[*corev1.ConfigMap]{Name: "configmaps"},
+		Metrics: metrics.Controller("configmaps"),
+	})
 	var mu sync.Mutex
 	reconciled := 0
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](

@@ -7,7 +7,7 @@
 //	m := prometheus.New(prometheus.Options{})
 //	registry.MustRegister(m)
 //	pods := controller.New(cs.CoreV1().Pods(ns), controller.Options[*corev1.Pod]{
-//		Name: "pods", Metrics: m.Controller("pods")})
+//		Options: reflect.Options[*corev1.Pod]{Name: "pods"}, Metrics: m.Controller("pods")})
 //	loop := typed.NewLoop(pods, reconciler, typed.Options{Name: "pods", Metrics: m})
 //
 // Metrics is a prometheus.Collector holding every metric vector; Controller returns the

@@ -20,6 +20,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
@@ -122,10 +123,12 @@ func TestMetricsOfAControllerAndALoop(t *testing.T) {
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](configMap("ok"), configMap("flaky"), configMap("invalid"))
 	src.FailList(1, errors.New("the server is sleeping"))
 	c := controller.New(src, controller.Options[*corev1.ConfigMap]{
-		Name:    "configmaps",
+		Options: reflect.Options[*corev1.ConfigMap]{
+			Name:    "configmaps",
+			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30},
+			OnError: func(context.Context, error) {},
+		},
 		Metrics: m.Controller("configmaps"),
-		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30},
-		OnError: func(context.Context, error) {},
 	})
 	if _, err := c.AddHandler("panicky", controller.HandlerFunc[*corev1.ConfigMap](func(_ context.Context, e event.Event[*corev1.ConfigMap]) {
 		if e.Object.Name == "invalid" && e.Type == event.Added {

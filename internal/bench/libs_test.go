@@ -17,6 +17,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // configMapLW is what both libraries are started on: a Source, or a generated typed client
@@ -99,7 +100,8 @@ type typedRun struct {
 func startTypedinformer(lw configMapLW, rec *recorder) informer {
 	r := &typedRun{done: make(chan struct{})}
 	r.c = controller.New(lw, controller.Options[*corev1.ConfigMap]{
-		OnError: func(_ context.Context, err error) { r.add(err) }})
+		Options: reflect.Options[*corev1.ConfigMap]{OnError: func(_ context.Context, err error) { r.add(err) }},
+	})
 	reg, err := r.c.AddHandler("bench", controller.HandlerFuncs[*corev1.ConfigMap]{
 		AddFunc:    func(_ context.Context, obj *corev1.ConfigMap) { rec.onAdd(obj) },
 		UpdateFunc: func(_ context.Context, _, obj *corev1.ConfigMap) { rec.onUpdate(obj) },

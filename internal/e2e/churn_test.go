@@ -22,6 +22,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 type opKind uint8
@@ -369,8 +370,8 @@ func TestChurnDeliversEveryChange(t *testing.T) {
 		name string
 		opts controller.Options[cm]
 	}{
-		{name: "paged list", opts: controller.Options[cm]{PageSize: 25}},
-		{name: "watch-list", opts: controller.Options[cm]{WatchList: true}},
+		{name: "paged list", opts: controller.Options[cm]{Options: reflect.Options[cm]{PageSize: 25}}},
+		{name: "watch-list", opts: controller.Options[cm]{Options: reflect.Options[cm]{WatchList: true}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			namespaces := []string{"churn-a", "churn-b"}
@@ -381,9 +382,9 @@ func TestChurnDeliversEveryChange(t *testing.T) {
 
 			errs, m, fullM := &errorLog{}, &counters{}, &counters{}
 			c := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
-				controller.Options[cm]{OnError: errs.handle, Metrics: m}, tt.opts)
+				controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle}, Metrics: m}, tt.opts)
 			full := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
-				controller.Options[cm]{FullHistory: true, OnError: errs.handle, Metrics: fullM}, tt.opts)
+				controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle}, FullHistory: true, Metrics: fullM}, tt.opts)
 			early, slow, late := eventcheck.New[cm]("early"), eventcheck.New[cm]("slow"), eventcheck.New[cm]("late")
 			every := eventcheck.New[cm]("full-history")
 			earlyReg := registered(t)(c.AddHandler("early", early))

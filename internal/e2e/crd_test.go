@@ -15,6 +15,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 type (
@@ -159,7 +160,7 @@ func TestCustomResourcesThroughDynamicClient(t *testing.T) {
 
 	errs := &errorLog{}
 	c := controller.New(newClients(t, cp.AdminConfig()).dyn.Resource(widgetGVR).Namespace(""),
-		controller.Options[u]{OnError: errs.handle})
+		controller.Options[u]{Options: reflect.Options[u]{OnError: errs.handle}})
 	h := eventcheck.New[u]("checker")
 	reg := registered(t)(c.AddHandler("checker", h))
 	stop := start(t, c)

@@ -15,6 +15,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
@@ -41,7 +42,7 @@ func TestNothingLostWhenProcessesRestartDuringChurn(t *testing.T) {
 
 			errs, m := &errorLog{}, &counters{}
 			c := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
-				controller.Options[cm]{Backoff: faultBackoff, OnError: errs.handle, Metrics: m})
+				controller.Options[cm]{Options: reflect.Options[cm]{Backoff: faultBackoff, OnError: errs.handle}, Metrics: m})
 			h := eventcheck.New[cm]("checker")
 			reg := registered(t)(c.AddHandler("checker", h))
 			stop := start(t, c)
@@ -100,7 +101,7 @@ func TestDeletedAndRecreatedWhileCutOffGetTombstoneAndAddition(t *testing.T) {
 		opts controller.Options[cm]
 	}{
 		{name: "list"},
-		{name: "watch-list", opts: controller.Options[cm]{WatchList: true}},
+		{name: "watch-list", opts: controller.Options[cm]{Options: reflect.Options[cm]{WatchList: true}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			checkLeaksAtEnd(t)

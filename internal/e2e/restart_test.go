@@ -17,6 +17,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
@@ -104,7 +105,7 @@ func runCutOff(t *testing.T, change func(cp *testenv.Environment, kube kubernete
 	r := cutOff{errs: &errorLog{}, m: &counters{}, h: eventcheck.New[cm]("checker")}
 	r.reqs = &requests[cm, cmList]{lw: newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps("")}
 	// New merges the caller's options into the harness's.
-	harness := controller.Options[cm]{Clock: clk, Backoff: cutOffBackoff, OnError: r.errs.handle, Metrics: r.m}
+	harness := controller.Options[cm]{Options: reflect.Options[cm]{Clock: clk, Backoff: cutOffBackoff, OnError: r.errs.handle}, Metrics: r.m}
 	r.c = controller.New(r.reqs, append([]controller.Options[cm]{harness}, opts...)...)
 	reg := registered(t)(r.c.AddHandler("checker", r.h))
 	stop := start(t, r.c)
@@ -242,7 +243,7 @@ func TestRelistAfterCompactionLosesNothing(t *testing.T) {
 		check func(t *testing.T, lists, watchLists []metav1.ListOptions)
 	}{{
 		name: "paged list",
-		opts: controller.Options[cm]{PageSize: 7},
+		opts: controller.Options[cm]{Options: reflect.Options[cm]{PageSize: 7}},
 		check: func(t *testing.T, lists, _ []metav1.ListOptions) {
 			// 40 - 10 + 10 ConfigMaps plus a few of kube-system: at least 6 pages.
 			if len(lists) < 6 {
@@ -259,7 +260,7 @@ func TestRelistAfterCompactionLosesNothing(t *testing.T) {
 		},
 	}, {
 		name: "watch-list",
-		opts: controller.Options[cm]{WatchList: true},
+		opts: controller.Options[cm]{Options: reflect.Options[cm]{WatchList: true}},
 		check: func(t *testing.T, lists, watchLists []metav1.ListOptions) {
 			if len(lists) != 0 {
 				t.Errorf("the controller made list requests (%+v) although the server offers watch-list", lists)

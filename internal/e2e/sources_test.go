@@ -78,7 +78,7 @@ func TestSources(t *testing.T) {
 			t.Fatal(err)
 		}
 		selector := labels.SelectorFromSet(web)
-		c := controller.New(pods, controller.Options[*corev1.Pod]{ListOptions: client.Selectors(selector, nil)})
+		c := controller.New(pods, controller.Options[*corev1.Pod]{Options: reflect.Options[*corev1.Pod]{ListOptions: client.Selectors(selector, nil)}})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*corev1.Pod, error) {
 			return listed[*corev1.Pod](pods.List(ctx, metav1.ListOptions{LabelSelector: selector.String()}))
@@ -126,7 +126,7 @@ func TestSources(t *testing.T) {
 			}
 		}
 		selector := fields.OneTermEqualSelector("metadata.name", "target")
-		c := controller.New(cms, controller.Options[*corev1.ConfigMap]{ListOptions: client.Selectors(nil, selector)})
+		c := controller.New(cms, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{ListOptions: client.Selectors(nil, selector)}})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*corev1.ConfigMap, error) {
 			return listed[*corev1.ConfigMap](cms.List(ctx, metav1.ListOptions{FieldSelector: selector.String()}))
@@ -177,7 +177,7 @@ func TestSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := controller.New(deployments, controller.Options[*appsv1.Deployment]{ListOptions: client.Selectors(selector, nil)})
+		c := controller.New(deployments, controller.Options[*appsv1.Deployment]{Options: reflect.Options[*appsv1.Deployment]{ListOptions: client.Selectors(selector, nil)}})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*appsv1.Deployment, error) {
 			return listed[*appsv1.Deployment](deployments.List(ctx, metav1.ListOptions{LabelSelector: selector.String()}))
@@ -211,7 +211,7 @@ func TestSources(t *testing.T) {
 		}
 		meta := admin.meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns)
 		selector := labels.SelectorFromSet(labels.Set{"team": "red"})
-		c := controller.New(meta, controller.Options[*metav1.PartialObjectMetadata]{ListOptions: client.Selectors(selector, nil)})
+		c := controller.New(meta, controller.Options[*metav1.PartialObjectMetadata]{Options: reflect.Options[*metav1.PartialObjectMetadata]{ListOptions: client.Selectors(selector, nil)}})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*metav1.PartialObjectMetadata, error) {
 			return listed[*metav1.PartialObjectMetadata](meta.List(ctx, metav1.ListOptions{LabelSelector: selector.String()}))
@@ -246,11 +246,11 @@ func TestSources(t *testing.T) {
 			}
 		}
 		c := controller.New(client.FromDynamic[*Widget](widgets), controller.Options[*Widget]{
-			OnError: func(_ context.Context, err error) {
+			Options: reflect.Options[*Widget]{OnError: func(_ context.Context, err error) {
 				if errors.Is(err, reflect.ErrIncompleteList) || errors.Is(err, reflect.ErrUnexpectedObject) {
 					t.Errorf("conversion: %v", err)
 				}
-			},
+			}},
 		})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*Widget, error) {
@@ -342,7 +342,7 @@ func TestStripManagedFieldsTransform(t *testing.T) {
 		}
 	}
 	plain := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cms)
-	stripped := controller.New(cms, controller.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]})
+	stripped := controller.New(cms, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]}})
 	start(t, runAll{plain.Run, stripped.Run})
 
 	check := func(step string, managers int) {

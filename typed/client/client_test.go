@@ -70,7 +70,7 @@ func TestDynamicConvertsToTheUsersOwnStruct(t *testing.T) {
 	}
 	errs := &errorLog{}
 	c := controller.New(client.FromDynamic[*Widget](dyn.Resource(widgets).Namespace("ns")),
-		controller.Options[*Widget]{OnError: errs.add})
+		controller.Options[*Widget]{Options: reflect.Options[*Widget]{OnError: errs.add}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
@@ -183,8 +183,10 @@ func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 	src := &expiringWidgets{ResourceInterface: dyn.Resource(widgets).Namespace("ns"), watching: make(chan struct{}, 1)}
 	errs := &errorLog{changed: make(chan struct{}, 1)}
 	c := controller.New(client.FromDynamic[*Widget](src), controller.Options[*Widget]{
-		OnError: errs.add,
-		Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
+		Options: reflect.Options[*Widget]{
+			OnError: errs.add,
+			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
+		},
 	})
 	events := make(chan event.Event[*Widget], 100)
 	if _, err := c.AddHandler("recorder", controller.HandlerFunc[*Widget](func(_ context.Context, e event.Event[*Widget]) { events <- e })); err != nil {
@@ -383,7 +385,7 @@ func TestSelectorsNarrowWhatIsCached(t *testing.T) {
 	labelled := cm("in", "1")
 	labelled.Labels = map[string]string{"mirror": "true"}
 	src := fake.New[obj, list](labelled, cm("out", "1"))
-	c := controller.New(src, controller.Options[obj]{ListOptions: client.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)})
+	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{ListOptions: client.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed/client"
 )
 
@@ -61,7 +62,7 @@ func ExampleFromDynamic() {
 func ExampleStripManagedFields() {
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "default", Name: "big", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}})
-	c := controller.New(src, controller.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]})
+	c := controller.New(src, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]}})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -383,9 +383,17 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 		resource = gvr.String()
 	}
 	s := newServed(name, resource, awaitServed[T, L](m, name, gvr, lw))
-	copts := controller.Options[T]{Name: name, Transform: o.Transform, OnError: reportCacheError(name),
-		ResyncPeriod: m.opts.ResyncPeriod, Metrics: m.cacheMetrics(name), DetectMutations: m.opts.DetectMutations,
-		OnMutation: func(ctx context.Context, err *eventcache.MutationError) { m.mutation(ctx, name, err) }}
+	copts := controller.Options[T]{
+		Options: reflect.Options[T]{
+			Name:         name,
+			Transform:    o.Transform,
+			OnError:      reportCacheError(name),
+			ResyncPeriod: m.opts.ResyncPeriod,
+		},
+		Metrics:         m.cacheMetrics(name),
+		DetectMutations: m.opts.DetectMutations,
+		OnMutation:      func(ctx context.Context, err *eventcache.MutationError) { m.mutation(ctx, name, err) },
+	}
 	if key.labels != "" || key.fields != "" {
 		copts.ListOptions = client.Selectors(o.LabelSelector, o.FieldSelector)
 	}

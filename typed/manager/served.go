@@ -357,9 +357,11 @@ func watchCRD(ctx context.Context, client CRDClient, cache string, gvr schema.Gr
 	ctx, cancel := context.WithCancel(ctx)
 	w := &crdWatch{gvr: gvr, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	c := controller.New(client, controller.Options[*apiextensionsv1.CustomResourceDefinition]{
-		Name: "CustomResourceDefinition " + name + " of cache " + cache,
-		ListOptions: func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		Options: reflect.Options[*apiextensionsv1.CustomResourceDefinition]{
+			Name: "CustomResourceDefinition " + name + " of cache " + cache,
+			ListOptions: func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			},
 		},
 	})
 	// Registered before Run: it cannot fail.
