@@ -18,6 +18,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -155,7 +156,7 @@ func TestUserCallbacksThatPanicAreReportedNeverFatal(t *testing.T) {
 				default:
 				}
 			}
-			c := controller.New(src, opts)
+			c := testctl.New(t, src, opts)
 			rec := newRecorder()
 			if _, err := c.AddHandler("rec", rec); err != nil {
 				t.Fatal(err)

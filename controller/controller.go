@@ -4,12 +4,11 @@
 // ResourceTrackingConsumer, which updates the known objects and then hands each event to
 // every registered Handler. Each handler has its own goroutine and keyed backlog.
 //
-// A generated typed client is a ListerWatcher as it is. Without options, New takes the
-// object and list types as type arguments; with Options, Go infers both, the list type
-// from the client's List method and the object type from the Options:
+// A generated typed client is a ListerWatcher as it is. Go infers New's type arguments,
+// the object type from the Options and the list type from the client's List method:
 //
-//	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](clientset.CoreV1().ConfigMaps("default"))
-//	c := controller.New(clientset.CoreV1().ConfigMaps("default"), controller.Options[*corev1.ConfigMap]{
+//	c, err := controller.New(clientset.CoreV1().ConfigMaps("default"), controller.Options[*corev1.ConfigMap]{})
+//	c, err := controller.New(clientset.CoreV1().ConfigMaps("default"), controller.Options[*corev1.ConfigMap]{
 //		Options: reflect.Options[*corev1.ConfigMap]{ // the list/watch settings, the reflector's
 //			ResyncPeriod: time.Hour,
 //			Transform:    client.StripManagedFields[*corev1.ConfigMap],
@@ -20,12 +19,12 @@
 // Run starts the consumer before the reflector and stops them in the reverse order, and
 // returns only when no goroutine of the controller is left.
 //
-// Options is one generic struct rather than functional options, so that nothing in it can
-// fail at run time: KeyFunc, Transform and Indexers have the controller's object type,
-// and a function of another type is a compile error, not a panic in New. This costs the
-// common call sites nothing: a call without options has no Options to write, and an
-// Options literal names the object type once, from which, with lw, Go infers New's type
-// arguments, as above.
+// Options is one generic struct, taken as one value, rather than functional options or a
+// variadic list to merge: KeyFunc, Transform and Indexers have the controller's object
+// type, so a function of another type is a compile error, and what the type system
+// cannot check (a nil ListerWatcher, a nil index function) is an error from New, before
+// anything runs. The Options literal names the object type once, from which, with lw, Go
+// infers New's type arguments, as above.
 package controller
 
 import (
@@ -53,9 +52,6 @@ type ListerWatcher[T event.Object, L reflect.List] = reflect.ListerWatcher[T, L]
 // included (a nil HandlerFunc, a nil pointer).
 var ErrNilHandler = errors.New("nil handler")
 
-// ErrNilListerWatcher is returned by Run for a Controller made with a nil ListerWatcher.
-var ErrNilListerWatcher = errors.New("nil ListerWatcher")
-
 // ErrStopped is returned by AddHandler once Run's context has ended.
 var ErrStopped = errors.New("controller stopped")
 
@@ -68,8 +64,6 @@ type Controller[T event.Object, L reflect.List] struct {
 	consumer   *eventcache.ResourceTrackingConsumer[T]
 	reflector  *reflect.Reflector[T, L]
 	dist       distributor[T]
-	nilSource  bool  // New was given a nil ListerWatcher
-	badOptions error // what Run refuses in New's options, checked once there
 	// detectMutations: the writer keeps snapshots, and Run checks them when it ends.
 	detectMutations bool
 	// onMutation is Options.OnMutation.
@@ -91,27 +85,36 @@ type Controller[T event.Object, L reflect.List] struct {
 	wg      sync.WaitGroup // handler goroutines
 }
 
-// New returns a Controller for lw, ready to Run. Handlers may be added before or after
-// Run starts.
+// New returns a Controller for lw with opts, ready to Run. Handlers may be added before
+// or after Run starts.
 //
-// opts is variadic so that it can be left out; at most one Options is expected. Several
-// are not an error: they are merged in order, field by field, a later non-zero field
-// winning and Indexers united (a later index of the same name winning).
-func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options[T]) *Controller[T, L] {
-	o := mergeOptions(opts)
+// Mistakes in the arguments are errors here, not at Run: a nil (or typed-nil) lw
+// (ErrNilArgument), a nil index function (eventcache.ErrNilIndexFunc), an index named
+// eventcache.NamespaceIndex (eventcache.ErrIndexExists), and a reflect.Options.Metrics
+// set on the embedded reflector options (ErrInvalidOptions). A typed-nil Clock or
+// Metrics is none.
+func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts Options[T]) (*Controller[T, L], error) {
+	var zero T
+	if err := opts.check(); err != nil {
+		return nil, fmt.Errorf("controller of %T: %w", zero, err)
+	}
+	if guard.IsNil(lw) {
+		return nil, fmt.Errorf("%w: the ListerWatcher of a controller of %T", ErrNilArgument, zero)
+	}
+	o := opts
 	if o.Name == "" {
-		var zero T
 		o.Name = fmt.Sprintf("%T", zero)
 	}
-	c := &Controller[T, L]{syncedCh: make(chan struct{}), nilSource: guard.IsNil(lw)}
-	c.cfg = config{name: o.Name, onError: o.OnError, metrics: o.Metrics} // mergeOptions made a typed nil none
+	if guard.IsNil(o.Clock) {
+		o.Clock = nil
+	}
+	if guard.IsNil(o.Metrics) {
+		o.Metrics = nil
+	}
+	c := &Controller[T, L]{syncedCh: make(chan struct{})}
+	c.cfg = config{name: o.Name, onError: o.OnError, metrics: o.Metrics}
 	if o.FullHistory {
 		c.cfg.compression = queue.FullHistory
-	}
-	for name, fn := range o.Indexers {
-		if fn == nil { // refused once by Run, not reported on every write
-			c.badOptions = fmt.Errorf("index %q: %w", name, eventcache.ErrNilIndexFunc)
-		}
 	}
 	c.writer = eventcache.NewWriter(o.Indexers)
 	if o.DetectMutations || os.Getenv(MutationDetectorEnv) == "true" {
@@ -143,7 +146,7 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts ...Options
 	ropts.OnError = c.cfg.reportError
 	ropts.Metrics = c.cfg.metrics
 	c.reflector = reflect.New(lw, eventcache.EventCache[T](c.collection), ropts)
-	return c
+	return c, nil
 }
 
 func (c *Controller[T, L]) context() context.Context {
@@ -174,18 +177,15 @@ func (c *Controller[T, L]) onSynced() {
 // then the reflector; when ctx ends it stops the reflector, then the consumer, then the
 // handlers (letting an event being handled finish), and returns once none of its
 // goroutines is left. It returns an error wrapping ErrAlreadyRunning if called twice, and
-// ErrNilListerWatcher at once for a Controller made with a nil ListerWatcher. With
+// one wrapping ErrNilArgument for a nil Controller (New's error unchecked). With
 // Options.DetectMutations, it returns every cached object the detector found changed in
 // place, each a *eventcache.MutationError, joined (errors.As finds the first): those
 // found by writes while it ran, in the order found, then those its final check finds,
 // in key order; nil when there are none.
 func (c *Controller[T, L]) Run(ctx context.Context) error {
-	if c.nilSource {
+	if c == nil {
 		var zero T
-		return fmt.Errorf("%w of %T", ErrNilListerWatcher, zero)
-	}
-	if c.badOptions != nil {
-		return c.badOptions
+		return fmt.Errorf("%w: Run's Controller of %T", ErrNilArgument, zero)
 	}
 	c.mu.Lock()
 	if c.started {

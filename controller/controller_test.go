@@ -21,6 +21,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -29,8 +30,8 @@ type list = *corev1.ConfigMapList
 
 // A generated typed client is a ListerWatcher with no adapter.
 var _ controller.ListerWatcher[obj, list] = typedcorev1.ConfigMapInterface(nil)
-var _ = func(cs kubernetes.Interface) *controller.Controller[obj, list] {
-	return controller.New[obj, list](cs.CoreV1().ConfigMaps("default"))
+var _ = func(cs kubernetes.Interface) (*controller.Controller[obj, list], error) {
+	return controller.New(cs.CoreV1().ConfigMaps("default"), controller.Options[obj]{})
 }
 
 func cm(ns, name string, labels map[string]string) obj {
@@ -124,7 +125,7 @@ func mustAdd(t *testing.T, c *controller.Controller[obj, list], name string, h c
 
 func TestHandlersSeeInitialStateThenChangesInOrder(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	h1, h2 := newRecorder(), newRecorder()
 	reg1 := mustAdd(t, c, "one", h1)
 	reg2 := mustAdd(t, c, "two", h2)
@@ -160,7 +161,7 @@ func TestHandlersSeeInitialStateThenChangesInOrder(t *testing.T) {
 
 func TestHasSyncedOnlyAfterInitialListIsDelivered(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil), cm("ns", "c", nil))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	release := make(chan struct{})
 	slow := newRecorder()
 	slow.hook = func(event.Event[obj]) { <-release }
@@ -190,7 +191,7 @@ func TestHasSyncedOnlyAfterInitialListIsDelivered(t *testing.T) {
 
 func TestHandlerAddedWhileRunningGetsCurrentStateFirst(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	run(t, c)
 	_ = src.WaitForWatchers(context.Background(), 1)
 	if _, err := src.Create(cm("ns", "b", nil)); err != nil {
@@ -240,7 +241,7 @@ func (c *createBeforeWatch) Watch(ctx context.Context, opts metav1.ListOptions) 
 // ExampleRelated of package typed, which creates a Pod as soon as the loop starts.)
 func TestWriteBetweenAnEmptyListAndTheWatchIsDelivered(t *testing.T) {
 	src := &createBeforeWatch{ListerWatcher: fake.New[obj, list](), obj: cm("ns", "a", nil)}
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	rec := newRecorder()
 	mustAdd(t, c, "rec", rec)
 	run(t, c)
@@ -255,7 +256,7 @@ func TestWriteBetweenAnEmptyListAndTheWatchIsDelivered(t *testing.T) {
 
 func TestRemovedHandlerStopsReceiving(t *testing.T) {
 	src := fake.New[obj, list]()
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	kept, removed := newRecorder(), newRecorder()
 	mustAdd(t, c, "kept", kept)
 	reg := mustAdd(t, c, "removed", removed)
@@ -275,7 +276,7 @@ func TestRemovedHandlerStopsReceiving(t *testing.T) {
 func TestPanickingHandlerIsRecoveredAndReported(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
 	errs := make(chan error, 10)
-	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(_ context.Context, err error) { errs <- err }}})
+	c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(_ context.Context, err error) { errs <- err }}})
 	panicky, calm := newRecorder(), newRecorder()
 	panicky.hook = func(e event.Event[obj]) {
 		if e.Object.Name == "a" {
@@ -298,7 +299,7 @@ func TestPanickingHandlerIsRecoveredAndReported(t *testing.T) {
 
 func TestBlockedHandlerDoesNotStallOthersAndItsBacklogIsBoundedByKeys(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	release := make(chan struct{})
 	blocked, free := newRecorder(), newRecorder()
 	blocked.hook = func(event.Event[obj]) { <-release }
@@ -352,7 +353,7 @@ func TestStoreReadsAndIndexes(t *testing.T) {
 		cm("ns1", "b", map[string]string{"app": "db"}),
 		cm("ns2", "c", map[string]string{"app": "web"}),
 	)
-	c := controller.New(src, controller.Options[obj]{Indexers: eventcache.Indexers[obj]{
+	c := testctl.New(t, src, controller.Options[obj]{Indexers: eventcache.Indexers[obj]{
 		"app": func(o obj) ([]string, error) { return []string{o.Labels["app"]}, nil },
 	}})
 	run(t, c)
@@ -393,7 +394,7 @@ func TestStoreReadsAndIndexes(t *testing.T) {
 }
 
 func TestRunOnceAndNoHandlersAfterStop(t *testing.T) {
-	c := controller.New[obj, list](fake.New[obj, list]())
+	c := testctl.New(t, fake.New[obj, list](), controller.Options[obj]{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -418,7 +419,7 @@ func TestRunOnceAndNoHandlersAfterStop(t *testing.T) {
 // there from the start; a second index of the same name is refused.
 func TestAddIndexersWhileRunningIndexesEveryObjectAndLaterChanges(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", map[string]string{"team": "red"}), cm("ns", "b", map[string]string{"team": "blue"}))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	run(t, c)
 	if err := c.WaitForSync(context.Background()); err != nil {
 		t.Fatal(err)

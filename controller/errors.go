@@ -12,6 +12,10 @@ import (
 // module, so that errors.Is(err, controller.ErrNilArgument) finds any of them.
 var ErrNilArgument = errors.New("nil argument")
 
+// ErrInvalidOptions is returned, wrapped with what is wrong, by New for options that
+// cannot work together.
+var ErrInvalidOptions = errors.New("invalid controller options")
+
 // ErrAlreadyRunning is returned, wrapped with what runs, by the Run of a value that is
 // running, or that runs only once and has run: a Controller or a Manager (once), a Loop,
 // a Recorder or a Sharder (not twice at once). One sentinel for the whole module.

@@ -21,7 +21,11 @@ func Example() {
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}},
 	)
-	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src)
+	c, err := controller.New(src, controller.Options[*corev1.ConfigMap]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	done := make(chan struct{})
 	reg, _ := c.AddHandler("printer", controller.HandlerFuncs[*corev1.ConfigMap]{
@@ -64,7 +68,11 @@ func ExampleHandlerFunc() {
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}},
 	)
-	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src)
+	c, err := controller.New(src, controller.Options[*corev1.ConfigMap]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	seen := make(chan event.Event[*corev1.ConfigMap], 1)
 	_, _ = c.AddHandler("events", controller.HandlerFunc[*corev1.ConfigMap](
 		func(_ context.Context, e event.Event[*corev1.ConfigMap]) { seen <- e }))
@@ -88,12 +96,16 @@ func Example_options() {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "y", Labels: map[string]string{"team": "red"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}},
 	)
-	c := controller.New(src, controller.Options[*corev1.ConfigMap]{
+	c, err := controller.New(src, controller.Options[*corev1.ConfigMap]{
 		Options: reflect.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]},
 		Indexers: eventcache.Indexers[*corev1.ConfigMap]{
 			"team": func(cm *corev1.ConfigMap) ([]string, error) { return []string{cm.Labels["team"]}, nil },
 		},
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); _ = c.Run(ctx) }()

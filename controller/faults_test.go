@@ -23,6 +23,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -178,7 +179,7 @@ func startFaultRun(t *testing.T) *faultRun {
 	r := &faultRun{src: fake.New[obj, list](), chk: eventcheck.New[obj]("checker"), rng: rand.New(rand.NewPCG(1, 2))}
 	r.lw = &gated{ListerWatcher: r.src}
 	r.churn(t, 30)
-	r.c = controller.New(r.lw, controller.Options[obj]{
+	r.c = testctl.New(t, r.lw, controller.Options[obj]{
 		Options: reflect.Options[obj]{
 			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 1 << 20, Cap: 20 * time.Millisecond},
 			OnError: r.add,
@@ -376,7 +377,7 @@ func TestFaultNoListPermissionBacksOffAndNeverSyncs(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "x", nil))
 	src.FailList(1<<30, apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("user cannot list")))
 	errs := make(chan error, 100)
-	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{Clock: clk, OnError: func(_ context.Context, err error) { errs <- err }}})
+	c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{Clock: clk, OnError: func(_ context.Context, err error) { errs <- err }}})
 	chk := eventcheck.New[obj]("checker")
 	mustAdd(t, c, "checker", chk)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,13 +13,14 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 )
 
 func TestHandlersReceiveTheKeyTheControllerComputed(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil))
 	custom := func(o obj) (string, error) { return "custom:" + o.Name, nil }
-	c := controller.New(src, controller.Options[obj]{KeyFunc: custom})
+	c := testctl.New(t, src, controller.Options[obj]{KeyFunc: custom})
 	early, late := newKeyRecorder(), newKeyRecorder()
 	earlyReg := mustAdd(t, c, "early", early)
 	run(t, c)
@@ -144,7 +145,7 @@ func TestHandlerFuncsDispatchEachTypeWithWhatItNeeds(t *testing.T) {
 
 func TestRemoveDiscardsTheBacklog(t *testing.T) {
 	src := fake.New[obj, list]()
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	release := make(chan struct{})
 	blocked := newRecorder()
 	blocked.hook = func(event.Event[obj]) { <-release }
@@ -167,7 +168,7 @@ func TestRemoveDiscardsTheBacklog(t *testing.T) {
 
 func TestRegistrationWaitForSyncMeansALaterChangeIsAnUpdate(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var got []string
@@ -207,7 +208,7 @@ func TestRegistrationWaitForSyncMeansALaterChangeIsAnUpdate(t *testing.T) {
 }
 
 func TestRegistrationWaitForSyncEndsWithItsContext(t *testing.T) {
-	c := controller.New[obj, list](fake.New[obj, list]())
+	c := testctl.New(t, fake.New[obj, list](), controller.Options[obj]{})
 	reg := mustAdd(t, c, "never run", newRecorder())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -216,16 +217,19 @@ func TestRegistrationWaitForSyncEndsWithItsContext(t *testing.T) {
 	}
 }
 
-func TestControllerOverANilListerWatcherFailsToRunWithAClearError(t *testing.T) {
+func TestNewRefusesANilListerWatcher(t *testing.T) {
 	for name, lw := range map[string]controller.ListerWatcher[obj, list]{
 		"nil":       nil,
 		"typed nil": (*fake.ListerWatcher[obj, list])(nil),
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := controller.New[obj, list](lw).Run(ctx); !errors.Is(err, controller.ErrNilListerWatcher) {
-				t.Errorf("Run = %v, want ErrNilListerWatcher", err)
+			c, err := controller.New(lw, controller.Options[obj]{})
+			if !errors.Is(err, controller.ErrNilArgument) || c != nil {
+				t.Fatalf("New = %v, %v; want no controller and ErrNilArgument", c, err)
+			}
+			// A caller that ignored the error gets one from Run, not a panic.
+			if err := c.Run(t.Context()); !errors.Is(err, controller.ErrNilArgument) {
+				t.Errorf("Run of the nil Controller = %v, want ErrNilArgument", err)
 			}
 		})
 	}

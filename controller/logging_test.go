@@ -28,6 +28,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -124,7 +125,7 @@ func TestEverythingIsObservableAtTheRightLevel(t *testing.T) {
 				tt.before(src)
 			}
 			logs := &logLines{}
-			c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20}}})
+			c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20}}})
 			ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logs.logger()))
 			done := make(chan struct{})
 			go func() { defer close(done); _ = c.Run(ctx) }()
@@ -167,7 +168,7 @@ func failWatch(err error) func(src *fake.ListerWatcher[obj, list]) {
 func TestHandlerPanicIsLoggedWithItsStack(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil))
 	logs := &logLines{}
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	if _, err := c.AddHandler("panicky", controller.HandlerFunc[obj](panickyHandler)); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func panickyHandler(context.Context, event.Event[obj]) { panic("boom") }
 func TestPanickingErrorHandlerIsLoggedNotFatal(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil))
 	logs := &logLines{}
-	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(context.Context, error) { panic("error handler boom") }}})
+	c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(context.Context, error) { panic("error handler boom") }}})
 	if _, err := c.AddHandler("panicky", controller.HandlerFunc[obj](panickyHandler)); err != nil {
 		t.Fatal(err)
 	}

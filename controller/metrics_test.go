@@ -13,6 +13,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -75,7 +76,7 @@ func (m *countingMetrics) HandlerPanic(handler string) {
 func TestMetricsReportListsEventsVersionsQueueAndHandlers(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
 	m := &countingMetrics{events: map[watch.EventType]int{}, handled: map[string]int{}, panics: map[string]int{}}
-	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(context.Context, error) {}}, Metrics: m})
+	c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(context.Context, error) {}}, Metrics: m})
 	h := newRecorder()
 	h.hook = func(e event.Event[obj]) {
 		if e.Object.Name == "c" {

@@ -19,6 +19,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -112,7 +113,7 @@ func TestTheMutationDetectorFindsCachedObjectsChangedInPlace(t *testing.T) {
 				mu.Unlock()
 			}
 			src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
-			c := controller.New(src, tt.opts)
+			c := testctl.New(t, src, tt.opts)
 			updated := make(chan struct{})
 			h := controller.HandlerFunc[obj](func(_ context.Context, e event.Event[obj]) {
 				if e.Key != "ns/a" {
@@ -236,7 +237,7 @@ func TestTheMutationDetectorSeesBelowAShallowDeepCopy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := fake.New[*widget, *widgetList](newWidget("a"), newWidget("b"))
-			c := controller.New(src, controller.Options[*widget]{Options: reflect.Options[*widget]{OnError: func(context.Context, error) {}}, DetectMutations: true})
+			c := testctl.New(t, src, controller.Options[*widget]{Options: reflect.Options[*widget]{OnError: func(context.Context, error) {}}, DetectMutations: true})
 			updated := make(chan struct{})
 			reg, err := c.AddHandler("h", controller.HandlerFunc[*widget](func(_ context.Context, e event.Event[*widget]) {
 				if e.Key != "ns/a" {
@@ -335,7 +336,7 @@ func TestOnMutationSeesEachMutationOnceAsItIsFound(t *testing.T) {
 				},
 			}
 			src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
-			c := controller.New(src, opts)
+			c := testctl.New(t, src, opts)
 			updated := make(chan struct{})
 			reg := mustAdd(t, c, "h", controller.HandlerFunc[obj](func(_ context.Context, e event.Event[obj]) {
 				switch {

@@ -1,10 +1,11 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -85,48 +86,23 @@ type Options[T event.Object] struct {
 // Options.DetectMutations for every controller.
 const MutationDetectorEnv = "TYPEDINFORMER_CACHE_MUTATION_DETECTOR"
 
-// mergeOptions merges opts in order, field by field: a later non-zero field wins, and
-// Indexers are united (a later index of the same name wins). It returns a new Indexers
-// map, so that the callers' maps are never written.
-func mergeOptions[T event.Object](opts []Options[T]) Options[T] {
-	var m Options[T]
-	for _, o := range opts {
-		m.Name = cmp.Or(o.Name, m.Name)
-		m.ResyncPeriod = cmp.Or(o.ResyncPeriod, m.ResyncPeriod)
-		m.PageSize = cmp.Or(o.PageSize, m.PageSize)
-		m.WatchList = cmp.Or(o.WatchList, m.WatchList)
-		m.Backoff = cmp.Or(o.Backoff, m.Backoff)
-		if !guard.IsNil(o.Clock) { // a typed-nil one is none, and overrides nothing
-			m.Clock = o.Clock
-		}
-		if !guard.IsNil(o.Metrics) {
-			m.Metrics = o.Metrics
-		}
-		m.FullHistory = cmp.Or(o.FullHistory, m.FullHistory)
-		m.DetectMutations = cmp.Or(o.DetectMutations, m.DetectMutations)
-		if o.ListOptions != nil {
-			m.ListOptions = o.ListOptions
-		}
-		if o.OnError != nil {
-			m.OnError = o.OnError
-		}
-		if o.OnMutation != nil {
-			m.OnMutation = o.OnMutation
-		}
-		if o.KeyFunc != nil {
-			m.KeyFunc = o.KeyFunc
-		}
-		if o.Transform != nil {
-			m.Transform = o.Transform
-		}
-		if len(o.Indexers) > 0 {
-			if m.Indexers == nil {
-				m.Indexers = eventcache.Indexers[T]{}
-			}
-			maps.Copy(m.Indexers, o.Indexers)
+// check returns what New refuses in o: index functions that are missing or take the
+// built-in index's name, and metrics given to the reflector alone, which would bypass
+// the controller's.
+func (o *Options[T]) check() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(o.Indexers)) {
+		switch {
+		case o.Indexers[name] == nil:
+			errs = append(errs, fmt.Errorf("index %q: %w", name, eventcache.ErrNilIndexFunc))
+		case name == eventcache.NamespaceIndex:
+			errs = append(errs, fmt.Errorf("%w: %q is the built-in namespace index; give yours another name", eventcache.ErrIndexExists, name))
 		}
 	}
-	return m
+	if !guard.IsNil(o.Options.Metrics) {
+		errs = append(errs, fmt.Errorf("%w: reflect.Options.Metrics is set; set Options.Metrics, which receives the reflector's metrics too", ErrInvalidOptions))
+	}
+	return errors.Join(errs...)
 }
 
 // config is what the handlers' goroutines need of the options, without the object type.

@@ -24,6 +24,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -77,8 +78,7 @@ func byIndex(t *testing.T, c *controller.Controller[obj, list], index, value str
 	return out
 }
 
-// Each row builds a controller over the same three ConfigMaps with its Options (several,
-// for the rows that test merging), runs it until it has synced, and checks one effect.
+// Each row builds a controller over the same three ConfigMaps with its Options, runs it until it has synced, and checks one effect.
 // Resync, Clock and FullHistory, which need events after the sync, have tests of their
 // own below.
 func TestOptionsTakeEffect(t *testing.T) {
@@ -91,11 +91,11 @@ func TestOptionsTakeEffect(t *testing.T) {
 		name string
 		// failLists makes the first list fail, so that an error is reported.
 		failLists bool
-		opts      func(r *optionsRun) []controller.Options[obj]
+		opts      func(r *optionsRun) controller.Options[obj]
 		check     func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list])
 	}{{
 		name: "none",
-		opts: func(*optionsRun) []controller.Options[obj] { return nil },
+		opts: func(*optionsRun) controller.Options[obj] { return controller.Options[obj]{} },
 		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
 			if diff := cmp.Diff([]string{"ns1/a", "ns1/b", "ns2/c"}, keys(c)); diff != "" {
 				t.Errorf("keys (-want +got):\n%s", diff)
@@ -107,8 +107,8 @@ func TestOptionsTakeEffect(t *testing.T) {
 	}, {
 		name:      "OnError receives errors named after the object type by default",
 		failLists: true,
-		opts: func(r *optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Options: reflect.Options[obj]{Backoff: fast, OnError: r.add}}}
+		opts: func(r *optionsRun) controller.Options[obj] {
+			return controller.Options[obj]{Options: reflect.Options[obj]{Backoff: fast, OnError: r.add}}
 		},
 		check: func(t *testing.T, r *optionsRun, _ *controller.Controller[obj, list]) {
 			r.firstErrorPrefix(t, "*v1.ConfigMap: list: ")
@@ -116,16 +116,16 @@ func TestOptionsTakeEffect(t *testing.T) {
 	}, {
 		name:      "Name names the errors",
 		failLists: true,
-		opts: func(r *optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Options: reflect.Options[obj]{Name: "settings", Backoff: fast, OnError: r.add}}}
+		opts: func(r *optionsRun) controller.Options[obj] {
+			return controller.Options[obj]{Options: reflect.Options[obj]{Name: "settings", Backoff: fast, OnError: r.add}}
 		},
 		check: func(t *testing.T, r *optionsRun, _ *controller.Controller[obj, list]) {
 			r.firstErrorPrefix(t, "settings: list: ")
 		},
 	}, {
 		name: "PageSize",
-		opts: func(*optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Options: reflect.Options[obj]{PageSize: 2}}}
+		opts: func(*optionsRun) controller.Options[obj] {
+			return controller.Options[obj]{Options: reflect.Options[obj]{PageSize: 2}}
 		},
 		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
 			lists := r.lists()
@@ -138,8 +138,8 @@ func TestOptionsTakeEffect(t *testing.T) {
 		},
 	}, {
 		name: "WatchList",
-		opts: func(*optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Options: reflect.Options[obj]{WatchList: true}}}
+		opts: func(*optionsRun) controller.Options[obj] {
+			return controller.Options[obj]{Options: reflect.Options[obj]{WatchList: true}}
 		},
 		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
 			actions := r.src.Actions()
@@ -155,8 +155,8 @@ func TestOptionsTakeEffect(t *testing.T) {
 		},
 	}, {
 		name: "ListOptions",
-		opts: func(*optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Options: reflect.Options[obj]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=web" }}}}
+		opts: func(*optionsRun) controller.Options[obj] {
+			return controller.Options[obj]{Options: reflect.Options[obj]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=web" }}}
 		},
 		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
 			if diff := cmp.Diff([]string{"ns1/a", "ns2/c"}, keys(c)); diff != "" {
@@ -170,8 +170,8 @@ func TestOptionsTakeEffect(t *testing.T) {
 		},
 	}, {
 		name: "Metrics",
-		opts: func(r *optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Metrics: r.metrics}}
+		opts: func(r *optionsRun) controller.Options[obj] {
+			return controller.Options[obj]{Metrics: r.metrics}
 		},
 		check: func(t *testing.T, r *optionsRun, _ *controller.Controller[obj, list]) {
 			r.metrics.mu.Lock()
@@ -183,8 +183,8 @@ func TestOptionsTakeEffect(t *testing.T) {
 		},
 	}, {
 		name: "KeyFunc",
-		opts: func(*optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{KeyFunc: prefixed("cm:")}}
+		opts: func(*optionsRun) controller.Options[obj] {
+			return controller.Options[obj]{KeyFunc: prefixed("cm:")}
 		},
 		check: func(t *testing.T, _ *optionsRun, c *controller.Controller[obj, list]) {
 			if diff := cmp.Diff([]string{"cm:a", "cm:b", "cm:c"}, keys(c)); diff != "" {
@@ -193,13 +193,13 @@ func TestOptionsTakeEffect(t *testing.T) {
 		},
 	}, {
 		name: "Transform runs before caching",
-		opts: func(*optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{
+		opts: func(*optionsRun) controller.Options[obj] {
+			return controller.Options[obj]{
 				Options: reflect.Options[obj]{Transform: func(o obj) (obj, error) {
 					o.Labels = nil
 					return o, nil
 				}},
-			}}
+			}
 		},
 		check: func(t *testing.T, _ *optionsRun, c *controller.Controller[obj, list]) {
 			c.Store().Range(func(key string, o obj) bool {
@@ -211,8 +211,8 @@ func TestOptionsTakeEffect(t *testing.T) {
 		},
 	}, {
 		name: "Indexers",
-		opts: func(*optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{{Indexers: eventcache.Indexers[obj]{"app": web}}}
+		opts: func(*optionsRun) controller.Options[obj] {
+			return controller.Options[obj]{Indexers: eventcache.Indexers[obj]{"app": web}}
 		},
 		check: func(t *testing.T, _ *optionsRun, c *controller.Controller[obj, list]) {
 			if diff := cmp.Diff([]string{"ns1/a", "ns2/c"}, byIndex(t, c, "app", "web")); diff != "" {
@@ -220,43 +220,6 @@ func TestOptionsTakeEffect(t *testing.T) {
 			}
 			if diff := cmp.Diff([]string{"ns1/a", "ns1/b"}, byIndex(t, c, eventcache.NamespaceIndex, "ns1")); diff != "" {
 				t.Errorf("the namespace index (-want +got):\n%s", diff)
-			}
-		},
-	}, {
-		name:      "merged: a later non-zero field wins, a zero one keeps the earlier",
-		failLists: true,
-		opts: func(r *optionsRun) []controller.Options[obj] {
-			return []controller.Options[obj]{
-				{Options: reflect.Options[obj]{Name: "first", PageSize: 2, Backoff: fast, OnError: r.add}, KeyFunc: prefixed("first:")},
-				{Options: reflect.Options[obj]{Name: "second"}, KeyFunc: prefixed("second:")},
-				{},
-			}
-		},
-		check: func(t *testing.T, r *optionsRun, c *controller.Controller[obj, list]) {
-			r.firstErrorPrefix(t, "second: list: ")
-			if lists := r.lists(); len(lists) == 0 || lists[len(lists)-1].Limit != 2 {
-				t.Errorf("listed with %+v, want pages of 2", lists)
-			}
-			if diff := cmp.Diff([]string{"second:a", "second:b", "second:c"}, keys(c)); diff != "" {
-				t.Errorf("keys (-want +got):\n%s", diff)
-			}
-		},
-	}, {
-		name: "merged: Indexers are united, a later one of the same name wins",
-		opts: func(*optionsRun) []controller.Options[obj] {
-			wrong := func(obj) ([]string, error) { return []string{"wrong"}, nil }
-			name := func(o obj) ([]string, error) { return []string{o.Name}, nil }
-			return []controller.Options[obj]{
-				{Indexers: eventcache.Indexers[obj]{"app": wrong, "name": name}},
-				{Indexers: eventcache.Indexers[obj]{"app": web}},
-			}
-		},
-		check: func(t *testing.T, _ *optionsRun, c *controller.Controller[obj, list]) {
-			if diff := cmp.Diff([]string{"ns1/a", "ns2/c"}, byIndex(t, c, "app", "web")); diff != "" {
-				t.Errorf("ByIndex(app, web) (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff([]string{"ns1/b"}, byIndex(t, c, "name", "b")); diff != "" {
-				t.Errorf("ByIndex(name, b) (-want +got):\n%s", diff)
 			}
 		},
 	}}
@@ -273,20 +236,23 @@ func TestOptionsTakeEffect(t *testing.T) {
 			if tt.failLists {
 				r.src.FailList(1, errors.New("the server is sleeping"))
 			}
-			c := controller.New(r.src, tt.opts(r)...)
+			c := testctl.New(t, r.src, tt.opts(r))
 			run(t, c)
 			tt.check(t, r, c)
 		})
 	}
 }
 
-// Merging copies the Indexers: the maps the caller passed are left as they were.
-func TestMergingLeavesTheCallersIndexersAlone(t *testing.T) {
-	first := eventcache.Indexers[obj]{"a": func(obj) ([]string, error) { return nil, nil }}
-	second := eventcache.Indexers[obj]{"b": func(obj) ([]string, error) { return nil, nil }}
-	c := controller.New(fake.New[obj, list](), controller.Options[obj]{Indexers: first}, controller.Options[obj]{Indexers: second})
-	if len(first) != 1 || len(second) != 1 {
-		t.Errorf("New changed the Indexers it was given: %d and %d indexes, want 1 and 1", len(first), len(second))
+// The controller keeps its own copy of the Indexers: indexes added later do not write the
+// map the caller passed.
+func TestNewLeavesTheCallersIndexersAlone(t *testing.T) {
+	given := eventcache.Indexers[obj]{"a": func(obj) ([]string, error) { return nil, nil }}
+	c := testctl.New(t, fake.New[obj, list](), controller.Options[obj]{Indexers: given})
+	if err := c.AddIndexers(eventcache.Indexers[obj]{"b": func(obj) ([]string, error) { return nil, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(given) != 1 {
+		t.Errorf("the Indexers given to New have %d indexes, want 1", len(given))
 	}
 	for _, index := range []string{"a", "b"} {
 		if _, err := c.Store().ByIndex(index, "x"); err != nil {
@@ -319,13 +285,13 @@ import (
 
 var configMaps = fake.New[*corev1.ConfigMap, *corev1.ConfigMapList]()
 
-var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
+var _, _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
 	KeyFunc: func(*corev1.Secret) (string, error) { return "", nil }, // line 15
 })
-var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{
+var _, _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{
 	Transform: func(s *corev1.Secret) (*corev1.Secret, error) { return s, nil }, // line 18
 }})
-var _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
+var _, _ = controller.New(configMaps, controller.Options[*corev1.ConfigMap]{
 	Indexers: eventcache.Indexers[*corev1.ConfigMap]{
 		"owner": func(*corev1.Secret) ([]string, error) { return nil, nil }, // line 22
 	},
@@ -383,7 +349,7 @@ func raceEnabled() bool {
 
 func TestFullHistoryDeliversEveryIntermediateState(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil))
-	c := controller.New(src, controller.Options[obj]{FullHistory: true})
+	c := testctl.New(t, src, controller.Options[obj]{FullHistory: true})
 	release := make(chan struct{})
 	h := newRecorder()
 	h.hook = func(event.Event[obj]) { <-release }
@@ -415,7 +381,7 @@ func TestFullHistoryDeliversEveryIntermediateState(t *testing.T) {
 func TestResyncRedeliversKnownObjectsEveryPeriod(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
-	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{Clock: clk, ResyncPeriod: time.Minute}})
+	c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{Clock: clk, ResyncPeriod: time.Minute}})
 	h := newRecorder()
 	mustAdd(t, c, "h", h)
 	run(t, c)
@@ -444,7 +410,7 @@ func TestErrorHandlerMayAddAHandler(t *testing.T) {
 	var c *controller.Controller[obj, list]
 	var once sync.Once
 	added := make(chan *controller.Registration, 1)
-	c = controller.New(src, controller.Options[obj]{
+	c = testctl.New(t, src, controller.Options[obj]{
 		Options: reflect.Options[obj]{OnError: func(context.Context, error) {
 			// Index errors are reported from the drain loop, which adding a handler
 			// pauses: that must not deadlock.

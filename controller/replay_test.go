@@ -17,6 +17,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/internal/testsupport/watchrecord"
 	"github.com/typedinformer/typedinformer/reflect"
 )
@@ -135,7 +136,7 @@ func TestReplayOfARecordedWatchStream(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lw := &replay{rec: rec, events: events, cut: tt.cut, start: make(chan struct{})}
-			c := controller.New(lw, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(context.Context, error) {}}})
+			c := testctl.New(t, lw, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(context.Context, error) {}}})
 			chk := eventcheck.New[obj]("checker")
 			reg := mustAdd(t, c, "checker", chk)
 			run(t, c)

@@ -9,22 +9,30 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
-// A nil IndexFunc is refused once, by Run and by AddIndexers, with ErrNilIndexFunc: not
-// reported again on every write of every object (DESIGN 18).
-func TestANilIndexFuncIsRefusedOnce(t *testing.T) {
-	var reported int
-	c := controller.New[obj, list](fake.New[obj, list](cm("ns", "a", nil)), controller.Options[obj]{
-		Options:  reflect.Options[obj]{OnError: func(context.Context, error) { reported++ }},
-		Indexers: eventcache.Indexers[obj]{"byLabel": nil},
-	})
-	if err := c.Run(t.Context()); !errors.Is(err, eventcache.ErrNilIndexFunc) {
-		t.Errorf("Run = %v, want ErrNilIndexFunc", err)
+// Options that cannot work are refused by New, once, with what is wrong: not reported
+// again on every write of every object (DESIGN 18), nor found only when Run starts.
+func TestNewRefusesOptionsThatCannotWork(t *testing.T) {
+	tests := []struct {
+		name string
+		opts controller.Options[obj]
+		want error
+	}{
+		{"a nil index function", controller.Options[obj]{Indexers: eventcache.Indexers[obj]{"byLabel": nil}}, eventcache.ErrNilIndexFunc},
+		{"an index named as the built-in one", controller.Options[obj]{Indexers: eventcache.Indexers[obj]{
+			eventcache.NamespaceIndex: func(obj) ([]string, error) { return nil, nil }}}, eventcache.ErrIndexExists},
+		{"metrics given to the reflector alone", controller.Options[obj]{Options: reflect.Options[obj]{Metrics: &countingMetrics{}}}, controller.ErrInvalidOptions},
 	}
-	if reported != 0 {
-		t.Errorf("%d errors reported, want none: Run refused the options", reported)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := controller.New(fake.New[obj, list](cm("ns", "a", nil)), tt.opts)
+			if !errors.Is(err, tt.want) || c != nil {
+				t.Errorf("New = %v, %v; want no controller and %v", c, err, tt.want)
+			}
+		})
 	}
 	w := eventcache.NewWriter[obj](nil)
 	if err := w.AddIndexers(eventcache.Indexers[obj]{"byLabel": nil}); !errors.Is(err, eventcache.ErrNilIndexFunc) {
@@ -37,7 +45,7 @@ func TestANilIndexFuncIsRefusedOnce(t *testing.T) {
 func TestAPanickingKeyFuncWrapsReflectsErrCallbackPanicked(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
-	c := controller.New[obj, list](fake.New[obj, list](cm("ns", "a", nil)), controller.Options[obj]{
+	c := testctl.New(t, fake.New[obj, list](cm("ns", "a", nil)), controller.Options[obj]{
 		Options: reflect.Options[obj]{OnError: func(_ context.Context, err error) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 )
 
 // A handler registered with the controllers of several namespaces has one Registration:
@@ -18,8 +19,8 @@ import (
 func TestJoinSyncsOnceEveryPartHasAndRemovesThemAll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	a := controller.New[obj, list](fake.New[obj, list](cm("default", "a", nil)))
-	b := controller.New[obj, list](fake.New[obj, list](cm("default", "b", nil)))
+	a := testctl.New(t, fake.New[obj, list](cm("default", "a", nil)), controller.Options[obj]{})
+	b := testctl.New(t, fake.New[obj, list](cm("default", "b", nil)), controller.Options[obj]{})
 	h := controller.HandlerFunc[obj](func(context.Context, event.Event[obj]) {})
 	ra, err := a.AddHandler("h", h)
 	if err != nil {
@@ -61,8 +62,8 @@ func TestJoinSyncsOnceEveryPartHasAndRemovesThemAll(t *testing.T) {
 
 // A join whose parts never sync, removed, leaves no goroutine waiting for them.
 func TestJoinRemovedBeforeItsPartsSyncNeverSyncs(t *testing.T) {
-	a := controller.New[obj, list](fake.New[obj, list]())
-	b := controller.New[obj, list](fake.New[obj, list]())
+	a := testctl.New(t, fake.New[obj, list](), controller.Options[obj]{})
+	b := testctl.New(t, fake.New[obj, list](), controller.Options[obj]{})
 	h := controller.HandlerFunc[obj](func(context.Context, event.Event[obj]) {})
 	ra, _ := a.AddHandler("h", h)
 	rb, _ := b.AddHandler("h", h)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 )
 
 // stuckList is a ListerWatcher whose List waits for release, whatever its context says:
@@ -35,7 +36,7 @@ func (s *stuckList) List(ctx context.Context, opts metav1.ListOptions) (list, er
 func TestAddHandlerOnceRunsContextEndedIsErrStopped(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	src := &stuckList{ListerWatcher: fake.New[obj, list](cm("ns", "a", nil)), listing: make(chan struct{}), release: make(chan struct{})}
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -63,7 +64,7 @@ func (panickingLimiter) NumRequeues(string) int    { panic("NumRequeues boom") }
 // the key is retried, and the Loop goes on.
 func TestAPanickingRateLimiterIsLoggedAndTheKeyStillRetried(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	var attempts atomic.Int32
 	var logs logLines
 	l := typed.NewLoop(c, failsOnce(&attempts), typed.Options{RateLimiter: panickingLimiter{}, MaxRetries: 3})
@@ -75,7 +76,7 @@ func TestAPanickingRateLimiterIsLoggedAndTheKeyStillRetried(t *testing.T) {
 // Related refuses its nil arguments at once, a nil Loop included (it has no Run to
 // report through); the Loop's Run still refuses those it registered.
 func TestRelatedReturnsItsNilArgumentErrors(t *testing.T) {
-	c := controller.New[obj, list](fake.New[obj, list]())
+	c := testctl.New(t, fake.New[obj, list](), controller.Options[obj]{})
 	keysOf := func(obj) []string { return nil }
 	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
 	if err := typed.Related[obj, obj](nil, c, keysOf); !errors.Is(err, controller.ErrNilArgument) {
@@ -109,7 +110,7 @@ func TestRelatedReturnsItsNilArgumentErrors(t *testing.T) {
 // was cut short.
 func TestAReconcileInterruptedByTheLoopStoppingIsNotAFailure(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	var logs logLines
 	got := newCalls()
 	var reported atomic.Int32
@@ -151,7 +152,7 @@ func (m *countingMetrics) ReconcileError(string, bool)          { m.errors.Add(1
 // reconciled again by RunHandingOver's drain.
 func TestATerminalErrorWrappingTheContextsIsNotAnInterruption(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	var live, deletions, terminal atomic.Int32
 	inDeletion := make(chan struct{})
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
@@ -225,7 +226,7 @@ func TestASourceThatGivesNoRegistrationIsAnError(t *testing.T) {
 	if err := typed.NewLoop[obj](noRegistration{}, ok, typed.Options{}).Run(t.Context()); !errors.Is(err, typed.ErrNoRegistration) {
 		t.Errorf("Run over the source = %v, want ErrNoRegistration", err)
 	}
-	c := controller.New[obj, list](fake.New[obj, list]())
+	c := testctl.New(t, fake.New[obj, list](), controller.Options[obj]{})
 	l := typed.NewLoop(c, ok, typed.Options{})
 	if err := typed.Related[obj](l, noRegistration{}, func(obj) []string { return nil }); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -17,7 +18,7 @@ import (
 // times as it was enqueued, and the next Run reconciles each once.
 func TestEnqueueReconcilesAKeyOnceWhetherOrNotTheLoopRuns(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	got := newCalls()
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(describe(req))

@@ -24,7 +24,11 @@ func ExampleLoop() {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"},
 			Data: map[string]string{"mode": "fast"}},
 	)
-	configMaps := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src)
+	configMaps, err := controller.New(src, controller.Options[*corev1.ConfigMap]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	reconciled := make(chan string)
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
@@ -57,7 +61,11 @@ func ExampleLoop() {
 func ExamplePredicate() {
 	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Generation: 1}}
 	src := fake.New[*appsv1.Deployment, *appsv1.DeploymentList](web)
-	deployments := controller.New[*appsv1.Deployment, *appsv1.DeploymentList](src)
+	deployments, err := controller.New(src, controller.Options[*appsv1.Deployment]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	reconciled := make(chan string)
 	loop := typed.NewLoop(deployments, typed.ReconcilerFunc[*appsv1.Deployment](
 		func(_ context.Context, req typed.Request[*appsv1.Deployment]) (typed.Result, error) {
@@ -97,10 +105,18 @@ func ExampleOwnerKeys() {
 
 // Related reconciles a ReplicaSet whenever one of its Pods changes.
 func ExampleRelated() {
-	replicaSets := controller.New[*appsv1.ReplicaSet, *appsv1.ReplicaSetList](fake.New[*appsv1.ReplicaSet, *appsv1.ReplicaSetList](
-		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}))
+	replicaSets, err := controller.New(fake.New[*appsv1.ReplicaSet, *appsv1.ReplicaSetList](
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}), controller.Options[*appsv1.ReplicaSet]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	podSource := fake.New[*corev1.Pod, *corev1.PodList]()
-	pods := controller.New[*corev1.Pod, *corev1.PodList](podSource)
+	pods, err := controller.New(podSource, controller.Options[*corev1.Pod]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	reconciled := make(chan string)
 	loop := typed.NewLoop(replicaSets, typed.ReconcilerFunc[*appsv1.ReplicaSet](

@@ -18,6 +18,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -45,7 +46,7 @@ func newHandOverFixture(t *testing.T, workers int) *handOverFixture {
 		src:     fake.New[obj, list](cm("a", "1"), cm("b", "1"), cm("c", "1"), cm("r", "1")),
 		blocked: make(chan struct{}), release: make(chan struct{}), errs: make(chan error, 10),
 	}
-	f.c = controller.New[obj, list](f.src)
+	f.c = testctl.New(t, f.src, controller.Options[obj]{})
 	var rFailed atomic.Bool
 	f.loop = typed.NewLoop(f.c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 		if f.inFlight.Add(1) > int32(workers) {
@@ -191,7 +192,7 @@ func TestAFailedDeletionDuringTheHandOverIsReportedOnceAndNotRetried(t *testing.
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := fake.New[obj, list](cm("a", "1"), cm("b", "1"))
-			c := controller.New[obj, list](src)
+			c := testctl.New(t, src, controller.Options[obj]{})
 			var handingOver atomic.Bool
 			var before atomic.Int32 // reconciles before the hand-over
 			blocked, release := make(chan struct{}), make(chan struct{})
@@ -280,7 +281,7 @@ func TestRunHandingOverStopsWhenHeldEnds(t *testing.T) {
 
 func TestRunHandingOverWithANilHeldIsAnError(t *testing.T) {
 	src := fake.New[obj, list]()
-	l := typed.NewLoop(controller.New[obj, list](src), typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+	l := typed.NewLoop(testctl.New(t, src, controller.Options[obj]{}), typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
 		return typed.Result{}, nil
 	}), typed.Options{})
 	//nolint:staticcheck // a nil context is what this attacks

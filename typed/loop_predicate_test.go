@@ -16,6 +16,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -75,7 +76,7 @@ func TestLoopReconcilesOnlyTheEventsItsPredicatesPass(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := fake.New[obj, list](versioned("1", 1, nil, nil))
-			c := controller.New[obj, list](src)
+			c := testctl.New(t, src, controller.Options[obj]{})
 			got := newCalls()
 			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 				got.add(describe(req))
@@ -131,7 +132,7 @@ func TestAFilteredDeletionNeitherLosesNorLeaksItsLastState(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := fake.New[obj, list](cm("a", "1"), cm("b", "1"))
-			c := controller.New[obj, list](src)
+			c := testctl.New(t, src, controller.Options[obj]{})
 			got := newCalls()
 			blocked, release := make(chan struct{}), make(chan error, 1)
 			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
@@ -192,7 +193,7 @@ func TestAFilteredDeletionNeitherLosesNorLeaksItsLastState(t *testing.T) {
 
 func TestAPanickingPredicateLetsTheEventThroughAndIsReported(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	got := newCalls()
 	errs := make(chan error, 10)
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
@@ -226,8 +227,8 @@ func TestRelatedMapsOnlyTheEventsItsPredicatesPass(t *testing.T) {
 	}
 	primaries := fake.New[obj, list](cm("a", "1"), cm("b", "1"))
 	secondaries := fake.New[*corev1.Secret, *corev1.SecretList](secret("a-copy", "a", nil))
-	pc := controller.New[obj, list](primaries)
-	sc := controller.New[*corev1.Secret, *corev1.SecretList](secondaries)
+	pc := testctl.New(t, primaries, controller.Options[obj]{})
+	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
 	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(req.Key)

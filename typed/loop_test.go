@@ -28,6 +28,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
@@ -50,7 +51,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func TestLoopReconcilesTheKeysTheControllerComputed(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New(src, controller.Options[obj]{KeyFunc: func(o obj) (string, error) { return "cm:" + o.Name, nil }})
+	c := testctl.New(t, src, controller.Options[obj]{KeyFunc: func(o obj) (string, error) { return "cm:" + o.Name, nil }})
 	got := newCalls()
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(fmt.Sprintf("%s (%s/%s)", describe(req), req.Namespace, req.Name))
@@ -69,7 +70,7 @@ func TestLoopReconcilesTheKeysTheControllerComputed(t *testing.T) {
 
 func TestDeletionKeepsItsLastStateWhenTheKeyIsDeletedAgainDuringItsReconcile(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	got := newCalls()
 	inFirstDeletion, release := make(chan struct{}), make(chan struct{})
 	var deletions atomic.Int32
@@ -139,7 +140,7 @@ func TestDeletionsLastStatesAreDroppedWhateverTheReconcilesOutcome(t *testing.T)
 				objs = append(objs, cm(fmt.Sprint(i), "1"))
 			}
 			src := fake.New[obj, list](objs...)
-			c := controller.New[obj, list](src)
+			c := testctl.New(t, src, controller.Options[obj]{})
 			var given atomic.Int32 // deletions whose reconcile ended for good
 			live := newCalls()
 			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
@@ -191,7 +192,7 @@ func TestDeletionsLastStateIsKeptWhileItsKeyIsPending(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := fake.New[obj, list](cm("a", "1"))
-			c := controller.New[obj, list](src)
+			c := testctl.New(t, src, controller.Options[obj]{})
 			got := newCalls()
 			var deletions atomic.Int32
 			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
@@ -220,7 +221,7 @@ func TestDeletionsLastStateIsKeptWhileItsKeyIsPending(t *testing.T) {
 
 func TestASecondRunWhileRunningIsAnErrorAndRunAfterReturnWorks(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	got := newCalls()
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(describe(req))
@@ -248,7 +249,7 @@ func TestASecondRunWhileRunningIsAnErrorAndRunAfterReturnWorks(t *testing.T) {
 
 func TestConcurrentRunsNeverReconcileAKeyTwiceAtOnce(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	var active, overlaps atomic.Int32
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
 		if active.Add(1) > 1 {
@@ -329,7 +330,7 @@ func TestTerminalCancelsWhatAnEarlierReconcileScheduled(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := fake.New[obj, list](cm("a", "1"))
-			c := controller.New[obj, list](src)
+			c := testctl.New(t, src, controller.Options[obj]{})
 			clk := testingclock.NewFakeClock(time.Now())
 			var attempts atomic.Int32
 			got := newCalls()
@@ -435,7 +436,7 @@ func (l *logLines) containing(parts ...string) []string {
 
 func TestReconcileErrorsAreLoggedAtErrorLevelWithTheLoopAndKey(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	var logs logLines
 	var attempts atomic.Int32
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
@@ -467,8 +468,8 @@ func TestRelatedCalledWhileTheLoopRunsTakesEffect(t *testing.T) {
 	}}}
 	primaries := fake.New[obj, list](cm("a", "1"))
 	secondaries := fake.New[*corev1.Secret, *corev1.SecretList]()
-	pc := controller.New[obj, list](primaries)
-	sc := controller.New[*corev1.Secret, *corev1.SecretList](secondaries)
+	pc := testctl.New(t, primaries, controller.Options[obj]{})
+	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
 	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(req.Key)
@@ -548,7 +549,7 @@ func (panickyMetrics) ReconcileError(string, bool)            { panic("Reconcile
 
 func TestPanickingCallbacksDoNotStopTheLoop(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	var attempts atomic.Int32
 	var logs logLines
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
@@ -567,7 +568,7 @@ func TestPanickingCallbacksDoNotStopTheLoop(t *testing.T) {
 
 func TestNilArgumentsAreErrorsNotPanics(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
 	related := func(l *typed.Loop[obj], sc *controller.Controller[obj, list], keysOf func(obj) []string) *typed.Loop[obj] {
 		typed.Related(l, sc, keysOf)
@@ -613,8 +614,8 @@ func TestNilArgumentsAreErrorsNotPanics(t *testing.T) {
 func TestRelatedMappingToAKeyThatNamesNothingIsReportedNotReconciled(t *testing.T) {
 	primaries := fake.New[obj, list](cm("a", "1"))
 	secondaries := fake.New[*corev1.Secret, *corev1.SecretList]()
-	pc := controller.New[obj, list](primaries)
-	sc := controller.New[*corev1.Secret, *corev1.SecretList](secondaries)
+	pc := testctl.New(t, primaries, controller.Options[obj]{})
+	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
 	errs := make(chan error, 10)
 	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
@@ -654,7 +655,7 @@ func TestRelatedMappingToAKeyThatNamesNothingIsReportedNotReconciled(t *testing.
 
 func TestRunsEndForgetsTheFailuresItCountedInAGivenRateLimiter(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	limiter := &fixedDelay{d: time.Hour, requeues: map[string]int{}} // a retry never comes due
 	failed := make(chan struct{}, 10)
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
@@ -676,11 +677,8 @@ func TestRunsEndForgetsTheFailuresItCountedInAGivenRateLimiter(t *testing.T) {
 	}
 }
 
-func TestFromDynamicOverANilClientFailsToRunWithAClearError(t *testing.T) {
-	c := controller.New[*corev1.ConfigMap, *client.List[*corev1.ConfigMap]](client.FromDynamic[*corev1.ConfigMap](nil))
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if err := c.Run(ctx); !errors.Is(err, controller.ErrNilListerWatcher) {
-		t.Errorf("Run = %v, want ErrNilListerWatcher", err)
+func TestNewRefusesFromDynamicOverANilClient(t *testing.T) {
+	if _, err := controller.New(client.FromDynamic[*corev1.ConfigMap](nil), controller.Options[*corev1.ConfigMap]{}); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("New = %v, want ErrNilArgument", err)
 	}
 }

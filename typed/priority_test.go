@@ -22,6 +22,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )
@@ -251,7 +252,7 @@ func TestLoopReconcilesALiveChangeBeforeAStartupListOf100000Keys(t *testing.T) {
 		objs[i] = cm(fmt.Sprintf("k%06d", i), "1")
 	}
 	src := fake.New[obj, list](objs...)
-	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{PageSize: keys}}) // the fake sorts every key for each page
+	c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{PageSize: keys}}) // the fake sorts every key for each page
 	_ = runUntilEnd(context.Background(), t, c.Run)                                                  // and checks for leaks once the subtests are done
 	for _, workers := range []int{1, 3} {
 		t.Run(fmt.Sprint(workers, " workers"), func(t *testing.T) {
@@ -331,7 +332,7 @@ func TestLoopReconcilesListKeysUnderAStreamOfLiveChanges(t *testing.T) {
 		objs = append(objs, cm(fmt.Sprint("s", i), "1"))
 	}
 	src := fake.New[obj, list](objs...)
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	got := newCalls()
 	var listDone atomic.Int32
 	var l *typed.Loop[obj]
@@ -406,7 +407,7 @@ func holdReconciles(got *calls, hold []int32, fail func(n int32, req typed.Reque
 
 func TestLoopRetriesAKeyAtThePriorityItWasReconciledWith(t *testing.T) {
 	src := fake.New[obj, list](cm("s0", "1"), cm("s1", "1"), cm("s2", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	clk := testingclock.NewFakeClock(time.Now())
 	got := newCalls()
 	r, held, release := holdReconciles(got, []int32{1, 3}, func(n int32, req typed.Request[obj]) error {
@@ -445,8 +446,8 @@ func TestLoopRetriesAKeyAtThePriorityItWasReconciledWith(t *testing.T) {
 func TestRelatedLiveChangesMoveTheirKeysAheadOfTheList(t *testing.T) {
 	primaries := fake.New[obj, list](cm("p0", "1"), cm("p1", "1"), cm("p2", "1"))
 	secondaries := fake.New[*corev1.Secret, *corev1.SecretList]()
-	pc := controller.New[obj, list](primaries)
-	sc := controller.New[*corev1.Secret, *corev1.SecretList](secondaries)
+	pc := testctl.New(t, primaries, controller.Options[obj]{})
+	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
 	r, held, release := holdReconciles(got, []int32{1}, func(int32, typed.Request[obj]) error { return nil })
 	l := typed.NewLoop(pc, r, typed.Options{})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -32,7 +33,7 @@ var fastRetries = workqueue.NewTypedItemExponentialFailureRateLimiter[string](ti
 // checks that nothing is left running.
 func harness(t *testing.T, src *fake.ListerWatcher[obj, list], r typed.Reconciler[obj], opts typed.Options) *typed.Loop[obj] {
 	t.Helper()
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	l := typed.NewLoop(c, r, opts)
 	runUntilCleanup(context.Background(), t, src, c, l)
 	return l
@@ -228,7 +229,7 @@ func TestKeyIsNeverReconciledByTwoWorkersAtOnce(t *testing.T) {
 
 func TestShutdownLetsInFlightReconcileFinish(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
-	c := controller.New[obj, list](src)
+	c := testctl.New(t, src, controller.Options[obj]{})
 	started, finished := make(chan struct{}), make(chan struct{})
 	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, _ typed.Request[obj]) (typed.Result, error) {
 		close(started)

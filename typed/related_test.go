@@ -13,6 +13,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -36,8 +37,8 @@ func TestRelatedEventsReconcileTheirOwners(t *testing.T) {
 	}
 	primaries := fake.New[obj, list](cm("a", "1"))
 	secondaries := fake.New[*corev1.Secret, *corev1.SecretList](owned("a-copy", "a"))
-	pc := controller.New[obj, list](primaries)
-	sc := controller.New[*corev1.Secret, *corev1.SecretList](secondaries)
+	pc := testctl.New(t, primaries, controller.Options[obj]{})
+	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
 	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		_, hasCopy := sc.Store().Get("ns/a-copy")

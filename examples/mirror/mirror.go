@@ -22,10 +22,16 @@ import (
 
 // Mirror runs the controller in namespace ns until ctx ends.
 func Mirror(ctx context.Context, cs kubernetes.Interface, ns string) error {
-	configMaps := controller.New(cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{
+	configMaps, err := controller.New(cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{
 		Options: reflect.Options[*corev1.ConfigMap]{ListOptions: client.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)},
 	})
-	secrets := controller.New[*corev1.Secret, *corev1.SecretList](cs.CoreV1().Secrets(ns))
+	if err != nil {
+		return err
+	}
+	secrets, err := controller.New(cs.CoreV1().Secrets(ns), controller.Options[*corev1.Secret]{})
+	if err != nil {
+		return err
+	}
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			if req.Deleted { // deleted, or no longer labelled: remove the copy

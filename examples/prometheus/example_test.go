@@ -32,10 +32,14 @@ func Example() {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "one"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "two"}},
 	)
-	configMaps := controller.New(source, controller.Options[*corev1.ConfigMap]{
+	configMaps, err := controller.New(source, controller.Options[*corev1.ConfigMap]{
 		Options: reflect.Options[*corev1.ConfigMap]{Name: "configmaps"},
 		Metrics: metrics.Controller("configmaps"),
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	var mu sync.Mutex
 	reconciled := 0
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](

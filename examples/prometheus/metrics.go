@@ -6,7 +6,7 @@
 //
 //	m := prometheus.New(prometheus.Options{})
 //	registry.MustRegister(m)
-//	pods := controller.New(cs.CoreV1().Pods(ns), controller.Options[*corev1.Pod]{
+//	pods, err := controller.New(cs.CoreV1().Pods(ns), controller.Options[*corev1.Pod]{
 //		Options: reflect.Options[*corev1.Pod]{Name: "pods"}, Metrics: m.Controller("pods")})
 //	loop := typed.NewLoop(pods, reconciler, typed.Options{Name: "pods", Metrics: m})
 //

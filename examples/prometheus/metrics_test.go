@@ -20,6 +20,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/shard"
@@ -122,7 +123,7 @@ func TestMetricsOfAControllerAndALoop(t *testing.T) {
 
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](configMap("ok"), configMap("flaky"), configMap("invalid"))
 	src.FailList(1, errors.New("the server is sleeping"))
-	c := controller.New(src, controller.Options[*corev1.ConfigMap]{
+	c := testctl.New(t, src, controller.Options[*corev1.ConfigMap]{
 		Options: reflect.Options[*corev1.ConfigMap]{
 			Name:    "configmaps",
 			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30},

@@ -83,7 +83,10 @@ func run(ctx context.Context, duration time.Duration, keys int, every time.Durat
 	}()
 	cms := cs.CoreV1().ConfigMaps(ns.Name)
 
-	c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cms)
+	c, err := controller.New(cms, controller.Options[*corev1.ConfigMap]{})
+	if err != nil {
+		return err
+	}
 	var handled atomic.Int64
 	reg, err := c.AddHandler("count", controller.HandlerFunc[*corev1.ConfigMap](func(context.Context, event.Event[*corev1.ConfigMap]) { handled.Add(1) }))
 	if err != nil {

@@ -99,9 +99,13 @@ type typedRun struct {
 // an error handler so that the benchmark fails instead of measuring a broken run.
 func startTypedinformer(lw configMapLW, rec *recorder) informer {
 	r := &typedRun{done: make(chan struct{})}
-	r.c = controller.New(lw, controller.Options[*corev1.ConfigMap]{
+	c, err := controller.New(lw, controller.Options[*corev1.ConfigMap]{
 		Options: reflect.Options[*corev1.ConfigMap]{OnError: func(_ context.Context, err error) { r.add(err) }},
 	})
+	if err != nil {
+		panic(err) // the options are this function's own: cannot happen
+	}
+	r.c = c
 	reg, err := r.c.AddHandler("bench", controller.HandlerFuncs[*corev1.ConfigMap]{
 		AddFunc:    func(_ context.Context, obj *corev1.ConfigMap) { rec.onAdd(obj) },
 		UpdateFunc: func(_ context.Context, _, obj *corev1.ConfigMap) { rec.onUpdate(obj) },

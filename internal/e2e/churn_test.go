@@ -22,6 +22,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -381,10 +382,11 @@ func TestChurnDeliversEveryChange(t *testing.T) {
 			}
 
 			errs, m, fullM := &errorLog{}, &counters{}, &counters{}
-			c := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
-				controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle}, Metrics: m}, tt.opts)
-			full := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
-				controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle}, FullHistory: true, Metrics: fullM}, tt.opts)
+			opts, fullOpts := tt.opts, tt.opts
+			opts.OnError, opts.Metrics = errs.handle, m
+			fullOpts.OnError, fullOpts.Metrics, fullOpts.FullHistory = errs.handle, fullM, true
+			c := testctl.New(t, newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""), opts)
+			full := testctl.New(t, newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""), fullOpts)
 			early, slow, late := eventcheck.New[cm]("early"), eventcheck.New[cm]("slow"), eventcheck.New[cm]("late")
 			every := eventcheck.New[cm]("full-history")
 			earlyReg := registered(t)(c.AddHandler("early", early))

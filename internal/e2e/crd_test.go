@@ -15,6 +15,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -159,8 +160,7 @@ func TestCustomResourcesThroughDynamicClient(t *testing.T) {
 	}
 
 	errs := &errorLog{}
-	c := controller.New(newClients(t, cp.AdminConfig()).dyn.Resource(widgetGVR).Namespace(""),
-		controller.Options[u]{Options: reflect.Options[u]{OnError: errs.handle}})
+	c := testctl.New(t, newClients(t, cp.AdminConfig()).dyn.Resource(widgetGVR).Namespace(""), controller.Options[u]{Options: reflect.Options[u]{OnError: errs.handle}})
 	h := eventcheck.New[u]("checker")
 	reg := registered(t)(c.AddHandler("checker", h))
 	stop := start(t, c)

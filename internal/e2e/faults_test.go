@@ -15,6 +15,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
@@ -41,8 +42,7 @@ func TestNothingLostWhenProcessesRestartDuringChurn(t *testing.T) {
 			cp, admin := setUp(t, namespaces...)
 
 			errs, m := &errorLog{}, &counters{}
-			c := controller.New(newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""),
-				controller.Options[cm]{Options: reflect.Options[cm]{Backoff: faultBackoff, OnError: errs.handle}, Metrics: m})
+			c := testctl.New(t, newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(""), controller.Options[cm]{Options: reflect.Options[cm]{Backoff: faultBackoff, OnError: errs.handle}, Metrics: m})
 			h := eventcheck.New[cm]("checker")
 			reg := registered(t)(c.AddHandler("checker", h))
 			stop := start(t, c)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
@@ -187,7 +188,7 @@ type replica struct {
 func startReplica(t *testing.T, cfg *rest.Config, ns, id string, leaders *leadership) *replica {
 	t.Helper()
 	cs := newClients(t, cfg).kube
-	configMaps := controller.New(cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Name: "configmaps-" + id}})
+	configMaps := testctl.New(t, cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Name: "configmaps-" + id}})
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			// A reconciler's writes use its context: once leadership ends, it can do
@@ -433,7 +434,7 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 	)
 	replica := func(id string) (stop func()) {
 		cs := newClients(t, cp.AdminConfig()).kube
-		configMaps := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cs.CoreV1().ConfigMaps(ns))
+		configMaps := testctl.New(t, cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{})
 		var once sync.Once
 		loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 			func(context.Context, typed.Request[*corev1.ConfigMap]) (typed.Result, error) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -37,7 +38,7 @@ func TestLoopStartsNoReconcileAfterItsContextEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	configMaps := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cs.CoreV1().ConfigMaps(ns))
+	configMaps := testctl.New(t, cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{})
 	start(t, runAll{configMaps.Run})
 	var (
 		mu          sync.Mutex
@@ -112,8 +113,8 @@ func TestRelatedPodsReconcileTheirReplicaSet(t *testing.T) {
 		}
 	}
 
-	rsCtl := controller.New[*appsv1.ReplicaSet, *appsv1.ReplicaSetList](replicaSets)
-	podCtl := controller.New[*corev1.Pod, *corev1.PodList](pods)
+	rsCtl := testctl.New(t, replicaSets, controller.Options[*appsv1.ReplicaSet]{})
+	podCtl := testctl.New(t, pods, controller.Options[*corev1.Pod]{})
 	keysOf := typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}, meta.RESTScopeNamespace)
 	var (
 		mu   sync.Mutex

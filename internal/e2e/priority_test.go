@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -42,7 +43,7 @@ func TestALiveChangeIsReconciledBeforeAStartupListOf100000Keys(t *testing.T) {
 	_, admin := setUp(t, ns)
 	createConfigMapsAtOnce(t, admin.kube, ns, startupKeys)
 
-	c := controller.New(admin.kube.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{})
+	c := testctl.New(t, admin.kube.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{})
 	var mu sync.Mutex
 	var order []string
 	held, release := make(chan struct{}), make(chan struct{})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -63,7 +64,7 @@ func TestRBAC(t *testing.T) {
 
 	t.Run("namespace-scoped controller works", func(t *testing.T) {
 		errs := &errorLog{}
-		c := controller.New(alice.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle}})
+		c := testctl.New(t, alice.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle}})
 		h := eventcheck.New[cm]("checker")
 		reg := registered(t)(c.AddHandler("checker", h))
 		stop := start(t, c)
@@ -106,8 +107,7 @@ func TestRBAC(t *testing.T) {
 	t.Run("cluster-wide controller is forbidden and backs off on a fake clock", func(t *testing.T) {
 		clk := testingclock.NewFakeClock(time.Now())
 		errs := &errorLog{}
-		c := controller.New(alice.kube.CoreV1().ConfigMaps(""),
-			controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle, Backoff: forbiddenBackoff, Clock: clk}})
+		c := testctl.New(t, alice.kube.CoreV1().ConfigMaps(""), controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle, Backoff: forbiddenBackoff, Clock: clk}})
 		h := eventcheck.New[cm]("checker")
 		reg := registered(t)(c.AddHandler("checker", h))
 		stop := start(t, c)
@@ -143,8 +143,7 @@ func TestRBAC(t *testing.T) {
 
 	t.Run("cluster-wide controller is forbidden and backs off on the real clock", func(t *testing.T) {
 		errs := &errorLog{}
-		c := controller.New(alice.kube.CoreV1().ConfigMaps(""),
-			controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle, Backoff: forbiddenBackoff}})
+		c := testctl.New(t, alice.kube.CoreV1().ConfigMaps(""), controller.Options[cm]{Options: reflect.Options[cm]{OnError: errs.handle, Backoff: forbiddenBackoff}})
 		started := time.Now()
 		stop := start(t, c)
 		// Count attempts over a time window. A spinning controller would make

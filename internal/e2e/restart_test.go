@@ -17,6 +17,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
@@ -93,7 +94,7 @@ const offlineNS = "offline"
 // from a resource version out of that cache, which answers an older version with 410
 // Gone. Without it, whether the controller could re-watch would depend on whether the
 // apiserver's own shutdown and start-up writes happened to move etcd's revision.
-func runCutOff(t *testing.T, change func(cp *testenv.Environment, kube kubernetes.Interface) offlineChanges, opts ...controller.Options[cm]) cutOff {
+func runCutOff(t *testing.T, change func(cp *testenv.Environment, kube kubernetes.Interface) offlineChanges, opts controller.Options[cm]) cutOff {
 	cp := startControlPlane(t)
 	admin := newClients(t, cp.AdminConfig())
 	createNamespaces(t, admin.kube, offlineNS)
@@ -104,9 +105,9 @@ func runCutOff(t *testing.T, change func(cp *testenv.Environment, kube kubernete
 	clk := testingclock.NewFakeClock(time.Now())
 	r := cutOff{errs: &errorLog{}, m: &counters{}, h: eventcheck.New[cm]("checker")}
 	r.reqs = &requests[cm, cmList]{lw: newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps("")}
-	// New merges the caller's options into the harness's.
-	harness := controller.Options[cm]{Options: reflect.Options[cm]{Clock: clk, Backoff: cutOffBackoff, OnError: r.errs.handle}, Metrics: r.m}
-	r.c = controller.New(r.reqs, append([]controller.Options[cm]{harness}, opts...)...)
+	// The harness's clock, backoff, error log and counters, with the caller's other options.
+	opts.Clock, opts.Backoff, opts.OnError, opts.Metrics = clk, cutOffBackoff, r.errs.handle, r.m
+	r.c = testctl.New(t, r.reqs, opts)
 	reg := registered(t)(r.c.AddHandler("checker", r.h))
 	stop := start(t, r.c)
 	waitSynced(t, "the handler", reg.Synced())
@@ -224,7 +225,7 @@ func TestChangesWhileAPIServerIsDownAreDelivered(t *testing.T) {
 	checkLeaksAtEnd(t)
 	r := runCutOff(t, func(_ *testenv.Environment, kube kubernetes.Interface) offlineChanges {
 		return deleteUpdateCreate(t, kube)
-	})
+	}, controller.Options[cm]{})
 	assertOfflineChangesDelivered(t, r.c, r.h, r.holdSeq, r.changes)
 	assertRelistedOnce(t, r)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed/client"
@@ -78,7 +79,7 @@ func TestSources(t *testing.T) {
 			t.Fatal(err)
 		}
 		selector := labels.SelectorFromSet(web)
-		c := controller.New(pods, controller.Options[*corev1.Pod]{Options: reflect.Options[*corev1.Pod]{ListOptions: client.Selectors(selector, nil)}})
+		c := testctl.New(t, pods, controller.Options[*corev1.Pod]{Options: reflect.Options[*corev1.Pod]{ListOptions: client.Selectors(selector, nil)}})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*corev1.Pod, error) {
 			return listed[*corev1.Pod](pods.List(ctx, metav1.ListOptions{LabelSelector: selector.String()}))
@@ -126,7 +127,7 @@ func TestSources(t *testing.T) {
 			}
 		}
 		selector := fields.OneTermEqualSelector("metadata.name", "target")
-		c := controller.New(cms, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{ListOptions: client.Selectors(nil, selector)}})
+		c := testctl.New(t, cms, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{ListOptions: client.Selectors(nil, selector)}})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*corev1.ConfigMap, error) {
 			return listed[*corev1.ConfigMap](cms.List(ctx, metav1.ListOptions{FieldSelector: selector.String()}))
@@ -177,7 +178,7 @@ func TestSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := controller.New(deployments, controller.Options[*appsv1.Deployment]{Options: reflect.Options[*appsv1.Deployment]{ListOptions: client.Selectors(selector, nil)}})
+		c := testctl.New(t, deployments, controller.Options[*appsv1.Deployment]{Options: reflect.Options[*appsv1.Deployment]{ListOptions: client.Selectors(selector, nil)}})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*appsv1.Deployment, error) {
 			return listed[*appsv1.Deployment](deployments.List(ctx, metav1.ListOptions{LabelSelector: selector.String()}))
@@ -211,7 +212,7 @@ func TestSources(t *testing.T) {
 		}
 		meta := admin.meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns)
 		selector := labels.SelectorFromSet(labels.Set{"team": "red"})
-		c := controller.New(meta, controller.Options[*metav1.PartialObjectMetadata]{Options: reflect.Options[*metav1.PartialObjectMetadata]{ListOptions: client.Selectors(selector, nil)}})
+		c := testctl.New(t, meta, controller.Options[*metav1.PartialObjectMetadata]{Options: reflect.Options[*metav1.PartialObjectMetadata]{ListOptions: client.Selectors(selector, nil)}})
 		start(t, c)
 		fresh := func(ctx context.Context) ([]*metav1.PartialObjectMetadata, error) {
 			return listed[*metav1.PartialObjectMetadata](meta.List(ctx, metav1.ListOptions{LabelSelector: selector.String()}))
@@ -245,7 +246,7 @@ func TestSources(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c := controller.New(client.FromDynamic[*Widget](widgets), controller.Options[*Widget]{
+		c := testctl.New(t, client.FromDynamic[*Widget](widgets), controller.Options[*Widget]{
 			Options: reflect.Options[*Widget]{OnError: func(_ context.Context, err error) {
 				if errors.Is(err, reflect.ErrIncompleteList) || errors.Is(err, reflect.ErrUnexpectedObject) {
 					t.Errorf("conversion: %v", err)
@@ -341,8 +342,8 @@ func TestStripManagedFieldsTransform(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	plain := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](cms)
-	stripped := controller.New(cms, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]}})
+	plain := testctl.New(t, cms, controller.Options[*corev1.ConfigMap]{})
+	stripped := testctl.New(t, cms, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]}})
 	start(t, runAll{plain.Run, stripped.Run})
 
 	check := func(step string, managers int) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
@@ -21,7 +22,7 @@ func TestWatchListSyncsWithoutAListAndFollowsChanges(t *testing.T) {
 
 	reqs := &requests[cm, cmList]{lw: newClients(t, cp.AdminConfig()).kube.CoreV1().ConfigMaps(ns)}
 	errs := &errorLog{}
-	c := controller.New(reqs, controller.Options[cm]{Options: reflect.Options[cm]{WatchList: true, OnError: errs.handle}})
+	c := testctl.New(t, reqs, controller.Options[cm]{Options: reflect.Options[cm]{WatchList: true, OnError: errs.handle}})
 	h := eventcheck.New[cm]("checker")
 	reg := registered(t)(c.AddHandler("checker", h))
 	stop := start(t, c)

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/write"
@@ -216,7 +217,7 @@ func TestWriteSide(t *testing.T) {
 				return nil
 			})
 		run := func() (stop func()) {
-			c := controller.New(client.FromDynamic[*Widget](admin.dyn.Resource(widgetGVR).Namespace(ns)), controller.Options[*Widget]{})
+			c := testctl.New(t, client.FromDynamic[*Widget](admin.dyn.Resource(widgetGVR).Namespace(ns)), controller.Options[*Widget]{})
 			loop := typed.NewLoop(c, typed.ReconcilerFunc[*Widget](func(ctx context.Context, req typed.Request[*Widget]) (typed.Result, error) {
 				if deleted, err := fin.Handle(ctx, req); deleted || err != nil {
 					return typed.Result{}, err
@@ -416,7 +417,7 @@ func TestWriteSide(t *testing.T) {
 		}
 
 		// With a cache that holds it as desired, no API call at all.
-		c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](admin.kube.CoreV1().ConfigMaps(ns))
+		c := testctl.New(t, admin.kube.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{})
 		stop := start(t, c)
 		waitFor(t, "the cache to hold owner-config", func() bool {
 			cached, ok := c.Store().GetByName(ns, "owner-config")

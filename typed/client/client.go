@@ -71,8 +71,8 @@ type Dynamic[T event.Object] struct {
 
 // FromDynamic returns a Dynamic over client, for example
 // dynamicClient.Resource(gvr).Namespace(ns).
-// A nil client gives a nil *Dynamic, which controller.Controller.Run rejects with
-// controller.ErrNilListerWatcher.
+// A nil client gives a nil *Dynamic, which controller.New refuses with
+// controller.ErrNilArgument.
 func FromDynamic[T event.Object](client dynamic.ResourceInterface) *Dynamic[T] {
 	if guard.IsNil(client) {
 		return nil

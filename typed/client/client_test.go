@@ -24,6 +24,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
@@ -69,8 +70,7 @@ func TestDynamicConvertsToTheUsersOwnStruct(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs := &errorLog{}
-	c := controller.New(client.FromDynamic[*Widget](dyn.Resource(widgets).Namespace("ns")),
-		controller.Options[*Widget]{Options: reflect.Options[*Widget]{OnError: errs.add}})
+	c := testctl.New(t, client.FromDynamic[*Widget](dyn.Resource(widgets).Namespace("ns")), controller.Options[*Widget]{Options: reflect.Options[*Widget]{OnError: errs.add}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
@@ -182,7 +182,7 @@ func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 		map[schema.GroupVersionResource]string{widgets: "WidgetList"}, widget("small", 1), widget("big", 9))
 	src := &expiringWidgets{ResourceInterface: dyn.Resource(widgets).Namespace("ns"), watching: make(chan struct{}, 1)}
 	errs := &errorLog{changed: make(chan struct{}, 1)}
-	c := controller.New(client.FromDynamic[*Widget](src), controller.Options[*Widget]{
+	c := testctl.New(t, client.FromDynamic[*Widget](src), controller.Options[*Widget]{
 		Options: reflect.Options[*Widget]{
 			OnError: errs.add,
 			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
@@ -385,7 +385,7 @@ func TestSelectorsNarrowWhatIsCached(t *testing.T) {
 	labelled := cm("in", "1")
 	labelled.Labels = map[string]string{"mirror": "true"}
 	src := fake.New[obj, list](labelled, cm("out", "1"))
-	c := controller.New(src, controller.Options[obj]{Options: reflect.Options[obj]{ListOptions: client.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)}})
+	c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{ListOptions: client.Selectors(labels.SelectorFromSet(labels.Set{"mirror": "true"}), nil)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()

@@ -44,7 +44,11 @@ func ExampleFromDynamic() {
 			"metadata": map[string]any{"namespace": "lab", "name": "g1"},
 			"spec":     map[string]any{"replicas": int64(3)},
 		}})
-	c := controller.New[*Gizmo, *client.List[*Gizmo]](client.FromDynamic[*Gizmo](dyn.Resource(gizmos).Namespace("lab")))
+	c, err := controller.New(client.FromDynamic[*Gizmo](dyn.Resource(gizmos).Namespace("lab")), controller.Options[*Gizmo]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -62,7 +66,11 @@ func ExampleFromDynamic() {
 func ExampleStripManagedFields() {
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "default", Name: "big", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}})
-	c := controller.New(src, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]}})
+	c, err := controller.New(src, controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Transform: client.StripManagedFields[*corev1.ConfigMap]}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

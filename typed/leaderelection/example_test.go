@@ -22,7 +22,11 @@ import (
 func ExampleConfig_Run() {
 	src := fake.New[*corev1.ConfigMap, *corev1.ConfigMapList](
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}})
-	configMaps := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](src)
+	configMaps, err := controller.New(src, controller.Options[*corev1.ConfigMap]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	reconciled := make(chan string)
 	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {

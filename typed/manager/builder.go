@@ -98,13 +98,17 @@ type Builder[T event.Object] struct {
 // src. A nil m or a failed Acquire is reported by Complete.
 func For[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts ...CacheOptions[T]) *Builder[T] {
 	var zero T
-	o := mergeCacheOptions(opts)
+	o, err := mergeCacheOptions(opts)
 	b := &Builder[T]{m: m, namespaces: o.Namespaces, clusterScoped: src.ClusterScoped}
 	if m == nil {
 		b.fail(fmt.Errorf("For(%T): %w: the manager", zero, controller.ErrNilArgument))
 		return b
 	}
-	c, err := Acquire(m, src, opts...)
+	if err != nil {
+		b.fail(fmt.Errorf("For(%T): %w", zero, err))
+		return b
+	}
+	c, err := Acquire(m, src, o)
 	if err != nil {
 		b.fail(fmt.Errorf("For(%T): %w", zero, err))
 		return b
@@ -183,8 +187,8 @@ func (s Source[T, L]) isClusterScoped() bool { return s.ClusterScoped }
 //	jobs := manager.Owns(b, manager.Namespaced[*batchv1.Job](cs.BatchV1().Jobs).
 //		With(manager.Index("status.active", activeJobs)))
 //
-// Options are merged in order (see Acquire). Their Namespaces, when set, replace the
-// scope the primary kind implies.
+// Options compose as Acquire's do. Their Namespaces, when set, replace the scope the
+// primary kind implies.
 func (s Source[T, L]) With(opts ...CacheOptions[T]) Watched[T] {
 	return withOptions[T, L]{src: s, opts: slices.Clone(opts)}
 }
@@ -199,7 +203,14 @@ func (w withOptions[T, L]) watchedCache(m *Manager, namespaces []string) (*Cache
 	if w.src.ClusterScoped {
 		namespaces = nil
 	}
-	c, err := Acquire(m, w.src, append([]CacheOptions[T]{{Namespaces: namespaces}}, w.opts...)...)
+	o, err := mergeCacheOptions(w.opts)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(o.Namespaces) == 0 {
+		o.Namespaces = namespaces
+	}
+	c, err := Acquire(m, w.src, o)
 	return c, err == nil, err
 }
 

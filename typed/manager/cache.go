@@ -75,31 +75,70 @@ type CacheOptions[T event.Object] struct {
 	Indexers eventcache.Indexers[T]
 }
 
-// mergeCacheOptions merges opts in order: a later non-zero field wins, Indexers unite.
-func mergeCacheOptions[T event.Object](opts []CacheOptions[T]) CacheOptions[T] {
+// ErrConflictingOptions is returned, wrapped, by Acquire (and For, Owns and Watches) for
+// parts of one user's CacheOptions that set the same field to different values, or give
+// an index name twice: which one was meant cannot be told, and neither is dropped in
+// silence.
+var ErrConflictingOptions = errors.New("conflicting cache options")
+
+// mergeCacheOptions merges the parts of one user's options, such as Index's one index
+// each: a field may be set by one part, or by several to the same value (a Transform, which
+// cannot be compared, by one only); Indexers unite, each name given once. The result's
+// Indexers is a new map, so that the callers' maps are never written.
+func mergeCacheOptions[T event.Object](opts []CacheOptions[T]) (CacheOptions[T], error) {
 	var m CacheOptions[T]
+	var errs []error
+	conflict := func(field string, a, b any) {
+		errs = append(errs, fmt.Errorf("%w: %s is %v in one part and %v in another", ErrConflictingOptions, field, a, b))
+	}
 	for _, o := range opts {
-		if len(o.Namespaces) > 0 {
+		switch {
+		case len(o.Namespaces) == 0:
+		case len(m.Namespaces) > 0 && !slices.Equal(m.Namespaces, o.Namespaces):
+			conflict("Namespaces", m.Namespaces, o.Namespaces)
+		default:
 			m.Namespaces = o.Namespaces
 		}
-		if o.LabelSelector != nil {
+		switch {
+		case o.LabelSelector == nil:
+		case m.LabelSelector != nil && m.LabelSelector.String() != o.LabelSelector.String():
+			conflict("LabelSelector", m.LabelSelector, o.LabelSelector)
+		default:
 			m.LabelSelector = o.LabelSelector
 		}
-		if o.FieldSelector != nil {
+		switch {
+		case o.FieldSelector == nil:
+		case m.FieldSelector != nil && m.FieldSelector.String() != o.FieldSelector.String():
+			conflict("FieldSelector", m.FieldSelector, o.FieldSelector)
+		default:
 			m.FieldSelector = o.FieldSelector
 		}
-		if o.Transform != nil {
+		switch {
+		case o.Transform == nil:
+		case m.Transform != nil:
+			errs = append(errs, fmt.Errorf("%w: two parts set a Transform", ErrConflictingOptions))
+		default:
 			m.Transform = o.Transform
 		}
-		m.TransformName = cmp.Or(o.TransformName, m.TransformName)
-		if len(o.Indexers) > 0 {
+		switch {
+		case o.TransformName == "":
+		case m.TransformName != "" && m.TransformName != o.TransformName:
+			conflict("TransformName", m.TransformName, o.TransformName)
+		default:
+			m.TransformName = o.TransformName
+		}
+		for name, fn := range o.Indexers {
+			if _, ok := m.Indexers[name]; ok {
+				errs = append(errs, fmt.Errorf("%w: index %q is given twice", ErrConflictingOptions, name))
+				continue
+			}
 			if m.Indexers == nil {
 				m.Indexers = eventcache.Indexers[T]{}
 			}
-			maps.Copy(m.Indexers, o.Indexers)
+			m.Indexers[name] = fn
 		}
 	}
-	return m
+	return m, errors.Join(errs...)
 }
 
 // cacheKey identifies one shared list+watch: one controller.Controller.
@@ -203,8 +242,13 @@ type shared[T event.Object] interface {
 //		manager.CacheOptions[*corev1.Pod]{Namespaces: []string{"a", "b"}})
 //	defer pods.Release()
 //
-// opts is variadic so that it can be left out; several are merged in order. Acquire
-// returns an error, and no handle, for a nil manager, ListerWatcher or index function
+// opts is variadic so that it can be left out, and so that the parts of one user's
+// options compose, such as Index's one index each. Each field may be set by one part (or
+// by several to the same value), and each index name given once; anything else is an
+// error wrapping ErrConflictingOptions, never a setting dropped in silence. Several users'
+// options are not merged here: each Acquire is one user, and a shared cache has the
+// indexes of all (see CacheOptions.Indexers). Acquire returns an error, and no handle, for
+// a nil manager, ListerWatcher or index function
 // (controller.ErrNilArgument), an invalid scope (ErrScope), an index named
 // eventcache.NamespaceIndex (eventcache.ErrIndexExists), a Source of a generic type
 // without a Resource (ErrNoResource), and once m has stopped (ErrStopped). Indexes that
@@ -220,7 +264,10 @@ func Acquire[T event.Object, L reflect.List](m *Manager, src Source[T, L], opts 
 	if needsResource[T]() && src.Resource == "" {
 		return nil, fmt.Errorf("%w: a Source of %T needs Source.Resource (see Dynamic)", ErrNoResource, zero)
 	}
-	o := mergeCacheOptions(opts)
+	o, err := mergeCacheOptions(opts)
+	if err != nil {
+		return nil, fmt.Errorf("cache of %T: %w", zero, err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(o.Indexers)) {
 		switch {
 		case o.Indexers[name] == nil:
@@ -291,12 +338,24 @@ func newCache[T event.Object, L reflect.List](m *Manager, gvr schema.GroupVersio
 		keys[i] = base
 		keys[i].namespace = ns
 	}
+	// The missing controllers are all made before any is registered, so that one New
+	// refuses leaves nothing behind.
+	made := make([]*entry, len(keys))
+	for i, key := range keys {
+		if m.entries[key] != nil {
+			continue
+		}
+		var err error
+		if made[i], err = newController(m, gvr, key, lws[i], o); err != nil {
+			return nil, err
+		}
+	}
 	c := &Cache[T]{m: m, regs: map[*controller.Registration]struct{}{}, releasing: make(chan struct{})}
 	names := make([]string, len(keys))
 	for i, key := range keys {
 		e := m.entries[key]
 		if e == nil {
-			e = m.newEntryLocked(key, newController(m, gvr, key, lws[i], o))
+			e = m.newEntryLocked(key, made[i])
 		}
 		e.refs++
 		c.members = append(c.members, member[T]{namespace: key.namespace, ctrl: e.ctrl.(shared[T]), e: e})
@@ -375,8 +434,8 @@ func (c *Cache[T]) addIndexers(indexers eventcache.Indexers[T]) error {
 }
 
 // newController returns the entry of a new shared controller of lw, whose requests wait
-// while the server does not serve gvr (see served).
-func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupVersionResource, key cacheKey, lw controller.ListerWatcher[T, L], o CacheOptions[T]) *entry {
+// while the server does not serve gvr (see served), or controller.New's error.
+func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupVersionResource, key cacheKey, lw controller.ListerWatcher[T, L], o CacheOptions[T]) (*entry, error) {
 	name := key.String()
 	resource := name
 	if !gvr.Empty() {
@@ -397,7 +456,10 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 	if key.labels != "" || key.fields != "" {
 		copts.ListOptions = client.Selectors(o.LabelSelector, o.FieldSelector)
 	}
-	c := controller.New(gate[T, L]{lw: lw, s: s}, copts)
+	c, err := controller.New(gate[T, L]{lw: lw, s: s}, copts)
+	if err != nil {
+		return nil, fmt.Errorf("cache %s: %w", name, err)
+	}
 	// The Acquire that creates the entry adds its indexes, as any other does.
 	return &entry{
 		key:     key,
@@ -406,7 +468,7 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 		synced:  func() bool { return c.HasSynced() && s.serving() },
 		served:  s,
 		indexes: map[string]bool{eventcache.NamespaceIndex: true},
-	}
+	}, nil
 }
 
 // cacheMetrics returns Options.CacheMetrics for the cache named name; none when it gives

@@ -526,6 +526,27 @@ func TestAcquireRejectsBadInput(t *testing.T) {
 		err:  acquireCM(withIndex, source(f), manager.CacheOptions[cm]{Indexers: eventcache.Indexers[cm]{"by-nothing": nil}}),
 		want: controller.ErrNilArgument,
 	}, {
+		name: "two parts with different namespaces",
+		err: acquireCM(manager.New(manager.Options{}), source(f),
+			manager.CacheOptions[cm]{Namespaces: []string{"a"}}, manager.CacheOptions[cm]{Namespaces: []string{"b"}}),
+		want: manager.ErrConflictingOptions,
+	}, {
+		name: "two parts with different label selectors",
+		err: acquireCM(manager.New(manager.Options{}), source(f),
+			manager.CacheOptions[cm]{LabelSelector: labels.SelectorFromSet(labels.Set{"app": "web"})},
+			manager.CacheOptions[cm]{LabelSelector: labels.SelectorFromSet(labels.Set{"app": "db"})}),
+		want: manager.ErrConflictingOptions,
+	}, {
+		name: "two parts with a Transform each",
+		err: acquireCM(manager.New(manager.Options{}), source(f),
+			manager.CacheOptions[cm]{Transform: client.StripManagedFields[cm], TransformName: "strip"},
+			manager.CacheOptions[cm]{Transform: client.StripManagedFields[cm], TransformName: "strip"}),
+		want: manager.ErrConflictingOptions,
+	}, {
+		name: "an index name given twice",
+		err:  acquireCM(manager.New(manager.Options{}), source(f), manager.Index("by-name", byName), manager.Index("by-name", byName)),
+		want: manager.ErrConflictingOptions,
+	}, {
 		name: "a manager that has stopped",
 		err:  acquireCM(stoppedManager, source(f)),
 		want: manager.ErrStopped,
@@ -775,5 +796,27 @@ func TestConcurrentAcquiresAddTheirIndexesWhileObjectsChange(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("indexes against the cached objects (-want +got):\n%s", diff)
+	}
+}
+
+// The parts of one user's options compose: each sets its own fields, and their indexes
+// unite into the one cache, as if one CacheOptions had said it all.
+func TestAcquireComposesTheOptionsOfOneUser(t *testing.T) {
+	f := fake.New[cm, cmList](configMap("a", "one", map[string]string{"app": "web"}), configMap("b", "two", map[string]string{"app": "web"}))
+	m := manager.New(manager.Options{})
+	run(t, m)
+	c := acquire(t, m, source(f),
+		manager.CacheOptions[cm]{Namespaces: []string{"a"}},
+		manager.Index("by-name", byName),
+		manager.CacheOptions[cm]{Namespaces: []string{"a"}, Indexers: byLabel("app")})
+	defer c.Release()
+	if err := c.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, index := range []struct{ name, value string }{{"by-name", "one"}, {"by-app", "web"}} {
+		objs, err := c.ByIndex(index.name, index.value)
+		if err != nil || len(objs) != 1 || objs[0].Namespace != "a" {
+			t.Errorf("ByIndex(%s, %s) = %v, %v; want a/one alone", index.name, index.value, objs, err)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
@@ -60,7 +61,7 @@ func BenchmarkLoopEvent(b *testing.B) {
 			opts := typed.Options{Workers: 2}
 			switch scope {
 			case "controller":
-				c := controller.New[*corev1.ConfigMap, *corev1.ConfigMapList](f)
+				c := testctl.New(b, f, controller.Options[*corev1.ConfigMap]{})
 				loop := typed.NewLoop(c, r, opts)
 				wg.Go(func() { _ = c.Run(ctx) })
 				wg.Go(func() { _ = loop.Run(ctx) })

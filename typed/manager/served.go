@@ -351,12 +351,12 @@ type crdWatch struct {
 	done   chan struct{}
 }
 
-// watchCRD starts watching the CustomResourceDefinition of gvr through client.
+// watchCRD starts watching the CustomResourceDefinition of gvr through client. It returns
+// nil, having logged why, when it cannot: the cache then checks on its backoff's
+// schedule only.
 func watchCRD(ctx context.Context, client CRDClient, cache string, gvr schema.GroupVersionResource) *crdWatch {
 	name := gvr.Resource + "." + gvr.Group
-	ctx, cancel := context.WithCancel(ctx)
-	w := &crdWatch{gvr: gvr, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
-	c := controller.New(client, controller.Options[*apiextensionsv1.CustomResourceDefinition]{
+	c, err := controller.New(client, controller.Options[*apiextensionsv1.CustomResourceDefinition]{
 		Options: reflect.Options[*apiextensionsv1.CustomResourceDefinition]{
 			Name: "CustomResourceDefinition " + name + " of cache " + cache,
 			ListOptions: func(o *metav1.ListOptions) {
@@ -364,6 +364,12 @@ func watchCRD(ctx context.Context, client CRDClient, cache string, gvr schema.Gr
 			},
 		},
 	})
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "cannot watch the CustomResourceDefinition; checking on the backoff's schedule only", "cache", cache)
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &crdWatch{gvr: gvr, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	// Registered before Run: it cannot fail.
 	_, _ = c.AddHandler("served", controller.HandlerFunc[*apiextensionsv1.CustomResourceDefinition](
 		func(_ context.Context, e event.Event[*apiextensionsv1.CustomResourceDefinition]) {

@@ -43,9 +43,9 @@ type Filtered[T event.Object, L reflect.List] struct {
 }
 
 // Filter returns a ListerWatcher of lw's objects in the given shards of space. A nil lw
-// gives a nil *Filtered, which controller.Controller.Run rejects with
-// controller.ErrNilListerWatcher. With every shard of space (or space.Shards = 1) it
-// selects everything and sends no selector.
+// gives a nil *Filtered, which controller.New refuses with controller.ErrNilArgument.
+// With every shard of space (or space.Shards = 1) it selects everything and sends no
+// selector.
 func Filter[T event.Object, L reflect.List](lw controller.ListerWatcher[T, L], space Space, shards []int) (*Filtered[T, L], error) {
 	if err := space.Validate(); err != nil {
 		return nil, err
