@@ -4,6 +4,7 @@
 package leaderelection
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,14 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/guard"
+)
+
+// The durations a Config's zero LeaseDuration, RenewDeadline and RetryPeriod take:
+// client-go's usual values, which sharding's Leases take too.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
 )
 
 // Config runs work only while this process holds a Lease, through client-go's
@@ -102,9 +111,9 @@ func (le Config) RunHandingOver(ctx context.Context, lead func(ctx, held context
 	// client-go's ReleaseOnCancel is not used: on a renewal failure, client-go releases
 	// the Lease before lead has returned, and a successor would lead alongside.
 	cfg := clientle.LeaderElectionConfig{
-		LeaseDuration: orDefault(le.LeaseDuration, 15*time.Second),
-		RenewDeadline: orDefault(le.RenewDeadline, 10*time.Second),
-		RetryPeriod:   orDefault(le.RetryPeriod, 2*time.Second),
+		LeaseDuration: cmp.Or(le.LeaseDuration, DefaultLeaseDuration),
+		RenewDeadline: cmp.Or(le.RenewDeadline, DefaultRenewDeadline),
+		RetryPeriod:   cmp.Or(le.RetryPeriod, DefaultRetryPeriod),
 		Name:          le.Name,
 	}
 	// client-go calls OnNewLeader on goroutines it does not wait for; Run waits for the
@@ -269,13 +278,6 @@ func (le Config) tryRelease(ctx context.Context, lock *resourcelock.LeaseLock) (
 		AcquireTime:          now,
 	})
 	return err == nil, err
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // cancelAfter calls cancel d after end has ended. The function it returns stops the

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,7 +46,8 @@ type Options struct {
 	// Space is the shard space; 32 shards by UID when Space.Shards is zero.
 	Space Space
 	// LeaseDuration, RenewDeadline and RetryPeriod are those of leaderelection.Config,
-	// for each shard's Lease and for the member Leases (15s, 10s and 2s when zero). A
+	// for each shard's Lease and for the member Leases (leaderelection's defaults, 15s,
+	// 10s and 2s, when zero). A
 	// replica that cannot renew its member Lease for RenewDeadline gives up its shards;
 	// the others take them over once its Leases have expired.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -192,9 +194,9 @@ func New(opts Options) (*Sharder, error) {
 	if opts.Space.Shards == 0 {
 		opts.Space.Shards = 32
 	}
-	opts.LeaseDuration = orDefault(opts.LeaseDuration, 15*time.Second)
-	opts.RenewDeadline = orDefault(opts.RenewDeadline, 10*time.Second)
-	opts.RetryPeriod = orDefault(opts.RetryPeriod, 2*time.Second)
+	opts.LeaseDuration = cmp.Or(opts.LeaseDuration, leaderelection.DefaultLeaseDuration)
+	opts.RenewDeadline = cmp.Or(opts.RenewDeadline, leaderelection.DefaultRenewDeadline)
+	opts.RetryPeriod = cmp.Or(opts.RetryPeriod, leaderelection.DefaultRetryPeriod)
 	if guard.IsNil(opts.Metrics) {
 		opts.Metrics = nil
 	} else {
@@ -235,13 +237,6 @@ func New(opts Options) (*Sharder, error) {
 
 func memberLease(group, identity string) string { return group + "-member-" + identity }
 func shardLease(group string, i int) string     { return group + "-shard-" + strconv.Itoa(i) }
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
 
 // Space returns the Sharder's shard space.
 func (s *Sharder) Space() Space { return s.opts.Space }
