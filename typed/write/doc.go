@@ -26,5 +26,5 @@
 // it reads the server instead. A write to an object deleted and created again under the
 // same name is ErrGone. Failed writes are WriteErrors naming the verb and the object;
 // nil arguments are errors wrapping controller.ErrNilArgument (controller.ErrNilArgument);
-// a client that answers a nil object and no error gives reflect.ErrNilResult.
+// a client that answers a nil object and no error gives ErrNilObject.
 package write

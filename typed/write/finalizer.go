@@ -86,7 +86,7 @@ func NewFinalizer[T event.Object, C Patcher[T]](clients func(namespace string) C
 // created again under its name) returns true and a *WriteError wrapping ErrGone; removing
 // it from an object that is already gone is a success. Nil arguments are errors wrapping
 // ErrNilArgument; a client answering a patch with a nil object, a *WriteError wrapping
-// reflect.ErrNilResult.
+// ErrNilObject.
 func (f *Finalizer[T]) Handle(ctx context.Context, req typed.Request[T]) (deleted bool, err error) {
 	switch {
 	case f == nil:

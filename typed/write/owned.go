@@ -127,7 +127,7 @@ func (o *Owned[O, T]) WithCache(cache CacheReader[T]) *Owned[O, T] {
 // existing object with no controller is adopted, and the adoption logged. An owner that
 // cannot own the object is an error wrapping ErrInvalidOwner; nil arguments are errors
 // wrapping ErrNilArgument; a client answering a write with a nil object, one wrapping
-// reflect.ErrNilResult. Every error is a *WriteError naming the object.
+// ErrNilObject. Every error is a *WriteError naming the object.
 func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, name string, mutate func(obj T)) (Change, error) {
 	var zero T
 	fail := func(err error) (Change, error) {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
-	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // StatusWriter writes the status of objects of type T, whose status is of type S, through
@@ -78,7 +77,7 @@ func NewStatusWriter[T event.Object, S any, C StatusUpdater[T]](clients func(nam
 // created again) one wrapping ErrGone, for a kind without a status subresource one
 // wrapping ErrNoStatusSubresource, and after the last conflict one wrapping the server's
 // conflict error. Nil arguments are errors wrapping ErrNilArgument; a client answering a
-// write with a nil object, an error wrapping reflect.ErrNilResult.
+// write with a nil object, an error wrapping ErrNilObject.
 func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(status *S)) error {
 	switch {
 	case w == nil:
@@ -152,7 +151,7 @@ func (w *StatusWriter[T, S]) notFound(ctx context.Context, client StatusUpdater[
 	case getErr != nil:
 		return err
 	case guard.IsNil(got):
-		return fmt.Errorf("%w (reading the object to tell why: %w: the client's Get returned a nil object)", err, reflect.ErrNilResult)
+		return fmt.Errorf("%w (reading the object to tell why: %w: the client's Get)", err, ErrNilObject)
 	case otherObject(written, got):
 		return fmt.Errorf("%w: %w (an object of the same name was created again since, uid %s)", ErrGone, err, got.GetUID())
 	default:

@@ -18,7 +18,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
-	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // Getter reads one object by name, in the namespace its client is for.
@@ -250,11 +249,11 @@ func (l *lastWrites[T]) removeLocked(e *list.Element) {
 }
 
 // answered returns the error of a client's verb that returned got: err, or, for a nil
-// object returned with no error, an error wrapping reflect.ErrNilResult: the writer
+// object returned with no error, an error wrapping ErrNilObject: the writer
 // would otherwise go on from a state it does not have.
 func answered[T event.Object](verb string, got T, err error) error {
 	if err == nil && guard.IsNil(got) {
-		return fmt.Errorf("%w: the client's %s returned a nil object", reflect.ErrNilResult, verb)
+		return fmt.Errorf("%w: the client's %s", ErrNilObject, verb)
 	}
 	return err
 }

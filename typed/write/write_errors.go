@@ -27,6 +27,14 @@ var ErrGone = errors.New("object no longer exists")
 // object exists.
 var ErrNoStatusSubresource = errors.New("the kind has no status subresource")
 
+// ErrNilObject is wrapped by a write whose client answered with a nil (or typed-nil)
+// object and no error: the writer does not have the state the server wrote, and going on
+// from its own copy could act on a state the server never had. The write is not retried
+// by the writer; the error names the client's verb. (A Dynamic client of package client
+// answers such a call of the dynamic client with reflect.ErrNilResult instead: it is an
+// adapter at the list/watch boundary.)
+var ErrNilObject = errors.New("the client returned a nil object")
+
 // ErrControlledByOther is what an OwnerConflictError is (errors.Is): the object to create
 // or update exists and another owner's controller reference is on it.
 var ErrControlledByOther = errors.New("controlled by another owner")

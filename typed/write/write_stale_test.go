@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/typedinformer/typedinformer/event"
-	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
@@ -409,7 +408,7 @@ func (c nilAnswers[T]) Patch(ctx context.Context, name string, pt types.PatchTyp
 }
 
 // DESIGN 18: a client that answers a write with a nil object is a reported error
-// (reflect.ErrNilResult, in a WriteError naming the object), never a panic: the writer
+// (ErrNilObject, in a WriteError naming the object), never a panic: the writer
 // cannot know the state it wrote, which it compares with next.
 func TestWritersReportAClientAnsweringAWriteWithANilObject(t *testing.T) {
 	srv := newRVServer[*appsv1.Deployment]("deployments")
@@ -445,8 +444,8 @@ func TestWritersReportAClientAnsweringAWriteWithANilObject(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			err := writes[name]()
 			var we *write.WriteError
-			if !errors.Is(err, reflect.ErrNilResult) || !errors.As(err, &we) || we.Name == "" {
-				t.Errorf("%s returned %v, want a WriteError naming the object, wrapping reflect.ErrNilResult", name, err)
+			if !errors.Is(err, write.ErrNilObject) || !errors.As(err, &we) || we.Name == "" {
+				t.Errorf("%s returned %v, want a WriteError naming the object, wrapping ErrNilObject", name, err)
 			}
 		})
 	}
