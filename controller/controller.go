@@ -48,13 +48,6 @@ import (
 // clients, the dynamic client and the metadata client satisfy it with no adapter.
 type ListerWatcher[T event.Object, L reflect.List] = reflect.ListerWatcher[T, L]
 
-// ErrNilHandler is returned, wrapped, by AddHandler for a nil Handler, typed nil
-// included (a nil HandlerFunc, a nil pointer).
-var ErrNilHandler = errors.New("nil handler")
-
-// ErrStopped is returned by AddHandler once Run's context has ended.
-var ErrStopped = errors.New("controller stopped")
-
 // Controller keeps a typed, indexed cache of the objects a ListerWatcher returns and
 // delivers their changes to handlers. Create it with New.
 type Controller[T event.Object, L reflect.List] struct {

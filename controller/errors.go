@@ -54,3 +54,10 @@ func (e *PanicError) Error() string {
 	fmt.Fprintf(&b, ": %v", e.Value)
 	return b.String()
 }
+
+// ErrNilHandler is returned, wrapped, by AddHandler for a nil Handler, typed nil
+// included (a nil HandlerFunc, a nil pointer).
+var ErrNilHandler = errors.New("nil handler")
+
+// ErrStopped is returned by AddHandler once Run's context has ended.
+var ErrStopped = errors.New("controller stopped")

@@ -1,7 +1,6 @@
 package eventcache
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/typedinformer/typedinformer/event"
@@ -113,10 +112,6 @@ func recreated[T event.Object](prior, next T) bool {
 	p, n := prior.GetUID(), next.GetUID()
 	return p != "" && n != "" && p != n
 }
-
-// ErrStaleEvent is reported, wrapped, when a watch event carries an object older than the
-// one the cache holds; the event is dropped so that the cache never goes back in time.
-var ErrStaleEvent = errors.New("stale watch event")
 
 // Deliver passes events, as Apply returned them, to the sink.
 func (c *ResourceTrackingConsumer[T]) Deliver(events []event.Event[T]) {

@@ -63,13 +63,6 @@ func (c ListCompleteness) String() string {
 	return "complete"
 }
 
-// ErrInvalidEvent is returned, wrapped, by Add for an event with no valid type.
-var ErrInvalidEvent = errors.New("invalid event")
-
-// ErrCallbackPanicked is wrapped, with the value and the stack, by the error a user's
-// KeyFunc or IndexFunc that panicked is turned into: the object is then one it failed on.
-var ErrCallbackPanicked = errors.New("callback panicked")
-
 // Options configure an EventQueueCollection.
 type Options[T event.Object] struct {
 	// KeyFunc computes keys; event.ObjectKey when nil. An object it panics on is one it

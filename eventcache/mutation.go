@@ -17,30 +17,6 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 )
 
-// MutationError reports a cached object that was changed in place. Objects handed out by
-// a Store, a handler's event or a reconciler's request are the cache's own and must be
-// treated as read-only (copy them with DeepCopy before changing them): a change made in
-// place is seen by every other reader and is lost, or worse, compared against, at the
-// next update. A Writer with DetectMutations finds such changes.
-type MutationError struct {
-	// Key is the key of the mutated object.
-	Key string
-	// Diff is the change, as go-cmp prints it: - the object as cached, + as it is now.
-	// It compares the objects' JSON forms, decoded as generic values (objects are
-	// map[string]any, integers int64, other numbers float64), so fields are named as in
-	// the object's JSON (or YAML); an object that no longer encodes says so instead.
-	Diff string
-}
-
-// Error names the key and shows the change.
-func (e *MutationError) Error() string {
-	return fmt.Sprintf("cached object %s was changed in place; cached objects are read-only, change a DeepCopy (-cached +now):\n%s", e.Key, e.Diff)
-}
-
-// ErrMutationDetectorOff is returned by CheckMutations on a Writer that does not detect
-// mutations.
-var ErrMutationDetectorOff = errors.New("mutation detector off")
-
 // errNotJSON is reported, wrapped, the first time the detector of a store meets an object
 // that does not encode as JSON.
 var errNotJSON = errors.New("does not encode as JSON")

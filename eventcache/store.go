@@ -23,9 +23,6 @@ type Indexers[T event.Object] map[string]IndexFunc[T]
 // is on every store and is updated on every write.
 const NamespaceIndex = "namespace"
 
-// ErrNoIndex is returned, wrapped, when a lookup names an index the store does not have.
-var ErrNoIndex = fmt.Errorf("no such index")
-
 // Store is a read-only view of the known objects: what the consumer has applied. The
 // consumer applies each key's events before it hands them to the handlers, so a handler
 // always finds at least the state its event carries. Any number of goroutines may read it. Only the Writer it came from can
@@ -80,10 +77,6 @@ func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 	return &Writer[T]{s: s}
 }
 
-// ErrNilIndexFunc is returned, wrapped with the index's name, by Writer.AddIndexers for a
-// nil IndexFunc, and by controller.Controller.Run for one in its Options.Indexers.
-var ErrNilIndexFunc = errors.New("nil IndexFunc")
-
 // guardIndexFunc returns fn turning a panic into an error: index functions are user code
 // run on the consumer's goroutine with the store locked, and an object one panics on is
 // left out of that index, as for an error (DESIGN 18).
@@ -103,9 +96,6 @@ func guardIndexFunc[T event.Object](fn IndexFunc[T]) IndexFunc[T] {
 
 // Store returns the read-only view of the objects this Writer writes.
 func (w *Writer[T]) Store() *Store[T] { return w.s }
-
-// ErrIndexExists is returned, wrapped, by AddIndexers for an index name the store has.
-var ErrIndexExists = errors.New("index already exists")
 
 // AddIndexers adds secondary indexes and indexes every stored object in them, atomically:
 // no reader sees a new index half built. It adds none and returns an error wrapping

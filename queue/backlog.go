@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -11,9 +10,6 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
 )
-
-// ErrClosed is returned by Backlog.Drain once the backlog has been closed.
-var ErrClosed = errors.New("backlog closed")
 
 // maxInbox is the number of events past which a push sorts the inbox by key itself: it
 // bounds the memory of a backlog whose drain loop is held off (by Between, or because it

@@ -6,7 +6,6 @@ package leaderelection
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -64,16 +63,6 @@ type Config struct {
 	// returned.
 	OnNewLeader func(identity string)
 }
-
-// ErrNoIdentity is returned by Run when Config.Identity is empty.
-var ErrNoIdentity = errors.New("leader election needs an identity")
-
-// ErrNoClient is returned by Run when Config.Client is nil.
-var ErrNoClient = errors.New("leader election needs a Lease client")
-
-// ErrLeaseDuration is returned, wrapped, by Run when Config.LeaseDuration is not
-// a whole number of seconds.
-var ErrLeaseDuration = errors.New("lease duration must be a whole number of seconds")
 
 // Run campaigns for the Lease until ctx is done. Each time it wins, it calls lead with a
 // context that is cancelled when leadership is lost (the Lease could not be renewed

@@ -21,14 +21,6 @@ import (
 	"github.com/typedinformer/typedinformer/typed"
 )
 
-// ErrAlreadyCompleted is returned by Builder.Complete when it is called a second time.
-var ErrAlreadyCompleted = errors.New("builder already completed")
-
-// ErrNoOwnerKind is returned, wrapped, by Builder.Complete for a Builder with owned kinds
-// (Owns) whose primary kind is not known: a custom resource's Go struct, or
-// *unstructured.Unstructured, given no Builder.WithKind.
-var ErrNoOwnerKind = errors.New("the owner kind is unknown")
-
 // Builder declares a controller in one place: the primary kind it reconciles (For), the
 // kinds it owns (Owns), the kinds it watches with a mapping of their own (Watches), its
 // predicates and typed.Options; Complete adds the Loop to the Manager. It is

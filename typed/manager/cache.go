@@ -25,25 +25,6 @@ import (
 	"github.com/typedinformer/typedinformer/typed/client"
 )
 
-// ErrReleased is returned by the methods of a Cache whose Release has been called,
-// WaitForSync included when Release is called while it waits.
-var ErrReleased = errors.New("cache released")
-
-// ErrNoResource is returned, wrapped, by Acquire for a Source of *unstructured.Unstructured
-// or *metav1.PartialObjectMetadata without a Resource: caches of two resources would be
-// shared.
-var ErrNoResource = errors.New("the source names no resource")
-
-// ErrNotStarted is what Cache.Err says of a cache whose Manager does not run (yet): its
-// controllers start when the Manager runs, and until then it holds nothing and does not
-// sync. A program that reads a cache, or runs a loop over one (such as a shard.Loop),
-// without running its Manager waits for ever; this names why.
-var ErrNotStarted = errors.New("the cache has not started: its Manager does not run")
-
-// ErrScope is returned, wrapped, by Acquire for namespaces that name no scope: "" among
-// other namespaces, or any namespace for a cluster-scoped Source.
-var ErrScope = errors.New("invalid namespace scope")
-
 // CacheOptions select what a cache holds. Every field is part of the key that decides
 // which Acquire calls share a cache, except Indexers.
 type CacheOptions[T event.Object] struct {
@@ -74,12 +55,6 @@ type CacheOptions[T event.Object] struct {
 	// index (eventcache.NamespaceIndex) is always there, and its name is reserved.
 	Indexers eventcache.Indexers[T]
 }
-
-// ErrConflictingOptions is returned, wrapped, by Acquire (and For, Owns and Watches) for
-// parts of one user's CacheOptions that set the same field to different values, or give
-// an index name twice: which one was meant cannot be told, and neither is dropped in
-// silence.
-var ErrConflictingOptions = errors.New("conflicting cache options")
 
 // mergeCacheOptions merges the parts of one user's options, such as Index's one index
 // each: a field may be set by one part, or by several to the same value (a Transform, which

@@ -25,18 +25,6 @@ import (
 // for runnables and caches to stop once its context has ended.
 const DefaultShutdownTimeout = 30 * time.Second
 
-// ErrStopped is returned by Add, NewLoop and Loop.AddTrigger once the Manager is shutting
-// down (its runnables stopping); by Acquire and Related once it is shutting down its
-// caches, or has stopped; by Loop.Enqueue once it is shutting down (wrapped with
-// context.Canceled, so that a reconcile or trigger that returns it is seen as
-// interrupted, not failed); and by Cache.WaitForSync when the Manager stops the cache it
-// waits for.
-var ErrStopped = errors.New("manager stopped")
-
-// ErrShutdownTimeout is returned by Run, wrapped with what was still running, when
-// runnables or caches did not stop within Options.ShutdownTimeout.
-var ErrShutdownTimeout = errors.New("shutdown timed out")
-
 // Runnable is anything the Manager runs: Run is called with a context that ends when the
 // Manager stops (or, for a runnable that needs leader election, when leadership ends),
 // and must return soon after. A non-nil error stops the Manager.

@@ -24,11 +24,6 @@ import (
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
-// ErrResourceNotServed is wrapped by the error of a cache whose resource the server does
-// not serve: a list or watch of it was answered 404 Not Found, as for a custom resource
-// whose CustomResourceDefinition was deleted or is not installed yet. See Cache.Err.
-var ErrResourceNotServed = errors.New("resource not served")
-
 // DefaultResourceBackoff is Options.ResourceBackoff's default: a cache whose resource is
 // not served checks whether it is served again after 1s, then 2s, 4s and so on, up to
 // every 2 minutes.

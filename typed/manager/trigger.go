@@ -12,17 +12,6 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 )
 
-// ErrInvalidKey is returned, wrapped, by Enqueue and Loop.Enqueue for a key that names no
-// object the Loop reconciles: one without a name, of a namespace outside the Loop's cache,
-// with a namespace for a cluster-scoped kind, or without one for a namespaced kind (but
-// for the key of an object the cache holds: a Source not declared ClusterScoped). It is
-// reported, wrapped, for such a key from a Related mapping, which is dropped.
-var ErrInvalidKey = errors.New("invalid key")
-
-// ErrNotInReconcile is returned by Enqueue for a context that is not the context of a
-// reconcile of a Loop of a Manager.
-var ErrNotInReconcile = errors.New("the context is not a reconcile's")
-
 // Trigger is a source of keys from outside the cluster: a webhook, a message queue, a
 // timer. Its function calls enqueue (Loop.Enqueue) for each key to reconcile until ctx
 // ends, then returns; a non-nil error stops the Manager, as a runnable's does. See

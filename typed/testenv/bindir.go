@@ -25,12 +25,6 @@ const EnvBinDir = "TYPEDINFORMER_CONTROLPLANE_BIN"
 // the binaries cached and return at once.
 const SetupCommand = "go run github.com/typedinformer/typedinformer/typed/testenv/setup"
 
-// ErrNoBinaries is matched, through errors.Is, by the error of [FindBinaries],
-// [Start] and [StartContext] when etcd or kube-apiserver is missing or not
-// executable. The error names the directory, where its name came from, and the
-// one command that builds the binaries there.
-var ErrNoBinaries = errors.New("testenv: etcd and kube-apiserver are needed")
-
 // The binaries' file names, as in binaries.Tools.
 const (
 	etcdBinary      = "etcd"

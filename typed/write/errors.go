@@ -112,3 +112,10 @@ func kindOf(obj runtime.Object) string {
 	}
 	return t.Name()
 }
+
+// ErrInvalidOwner is wrapped by a CreateOrUpdate whose owner cannot own the object: it
+// has no name or UID (it was not read from the server), its apiVersion and kind differ
+// from the owner kind Owned was made with, or it is namespaced and the object is in
+// another namespace, which an owner reference cannot express (the garbage collector would
+// take the owner for absent and delete the object).
+var ErrInvalidOwner = errors.New("invalid owner")
