@@ -25,37 +25,37 @@ import (
 // panickingMetrics panics in every method: a user's adapter with a bug.
 type panickingMetrics struct{}
 
-func (panickingMetrics) Listed(int, time.Duration)            { panic("Listed") }
-func (panickingMetrics) WatchEvent(watch.EventType)           { panic("WatchEvent") }
-func (panickingMetrics) ResourceVersion(string)               { panic("ResourceVersion") }
-func (panickingMetrics) Error()                               { panic("Error") }
-func (panickingMetrics) QueueDepth(int)                       { panic("QueueDepth") }
-func (panickingMetrics) HandlerLatency(string, time.Duration) { panic("HandlerLatency") }
-func (panickingMetrics) HandlerPanic(string)                  { panic("HandlerPanic") }
+func (panickingMetrics) Listed(string, int, time.Duration)            { panic("Listed") }
+func (panickingMetrics) WatchEvent(string, watch.EventType)           { panic("WatchEvent") }
+func (panickingMetrics) ResourceVersion(string, string)               { panic("ResourceVersion") }
+func (panickingMetrics) ListWatchError(string)                        { panic("ListWatchError") }
+func (panickingMetrics) EventQueueDepth(string, int)                  { panic("EventQueueDepth") }
+func (panickingMetrics) HandlerLatency(string, string, time.Duration) { panic("HandlerLatency") }
+func (panickingMetrics) HandlerPanic(string, string)                  { panic("HandlerPanic") }
 
 // derefMetrics reads its receiver in every method, as most adapters do: a typed-nil one
 // panics when called.
 type derefMetrics struct{ n int }
 
-func (m *derefMetrics) Listed(int, time.Duration)            { m.n++ }
-func (m *derefMetrics) WatchEvent(watch.EventType)           { m.n++ }
-func (m *derefMetrics) ResourceVersion(string)               { m.n++ }
-func (m *derefMetrics) Error()                               { m.n++ }
-func (m *derefMetrics) QueueDepth(int)                       { m.n++ }
-func (m *derefMetrics) HandlerLatency(string, time.Duration) { m.n++ }
-func (m *derefMetrics) HandlerPanic(string)                  { m.n++ }
+func (m *derefMetrics) Listed(string, int, time.Duration)            { m.n++ }
+func (m *derefMetrics) WatchEvent(string, watch.EventType)           { m.n++ }
+func (m *derefMetrics) ResourceVersion(string, string)               { m.n++ }
+func (m *derefMetrics) ListWatchError(string)                        { m.n++ }
+func (m *derefMetrics) EventQueueDepth(string, int)                  { m.n++ }
+func (m *derefMetrics) HandlerLatency(string, string, time.Duration) { m.n++ }
+func (m *derefMetrics) HandlerPanic(string, string)                  { m.n++ }
 
 // valueMetrics has value receivers: taking a method value of a typed-nil *valueMetrics
 // panics.
 type valueMetrics struct{}
 
-func (valueMetrics) Listed(int, time.Duration)            {}
-func (valueMetrics) WatchEvent(watch.EventType)           {}
-func (valueMetrics) ResourceVersion(string)               {}
-func (valueMetrics) Error()                               {}
-func (valueMetrics) QueueDepth(int)                       {}
-func (valueMetrics) HandlerLatency(string, time.Duration) {}
-func (valueMetrics) HandlerPanic(string)                  {}
+func (valueMetrics) Listed(string, int, time.Duration)            {}
+func (valueMetrics) WatchEvent(string, watch.EventType)           {}
+func (valueMetrics) ResourceVersion(string, string)               {}
+func (valueMetrics) ListWatchError(string)                        {}
+func (valueMetrics) EventQueueDepth(string, int)                  {}
+func (valueMetrics) HandlerLatency(string, string, time.Duration) {}
+func (valueMetrics) HandlerPanic(string, string)                  {}
 
 // TestUserCallbacksThatPanicAreReportedNeverFatal: the callbacks a Controller calls on its
 // own goroutines (Transform, KeyFunc, index functions, Metrics, ListOptions) are user code;

@@ -105,7 +105,7 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts Options[T]
 		o.Metrics = nil
 	}
 	c := &Controller[T, L]{syncedCh: make(chan struct{})}
-	c.cfg = config{name: o.Name, onError: o.OnError, metrics: o.Metrics}
+	c.cfg = config{name: o.Name, onError: o.OnError, metrics: guard.NewMetrics(o.Metrics, "controller", o.Name)}
 	if o.FullHistory {
 		c.cfg.compression = queue.FullHistory
 	}
@@ -120,9 +120,8 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts Options[T]
 		Compression: c.cfg.compression,
 		OnSynced:    c.onSynced,
 	}
-	if c.cfg.metrics != nil {
-		metrics := c.cfg.metrics
-		eqOpts.Depth = func(keys int) { metrics.QueueDepth(keys) } // recovered by the queue
+	if metrics := o.Metrics; metrics != nil {
+		eqOpts.Depth = func(keys int) { metrics.EventQueueDepth(o.Name, keys) } // recovered by the queue
 	}
 	c.collection = eventcache.NewEventQueueCollection(c.writer.Store(), eqOpts)
 	c.consumer = eventcache.NewResourceTrackingConsumer[T](c.writer, &c.dist, func(err error) {
@@ -137,7 +136,7 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts Options[T]
 	// The reflector reports through the controller, which counts and logs for both.
 	ropts := o.Options
 	ropts.OnError = c.cfg.reportError
-	ropts.Metrics = c.cfg.metrics
+	ropts.Metrics = o.Metrics
 	c.reflector = reflect.New(lw, eventcache.EventCache[T](c.collection), ropts)
 	return c, nil
 }

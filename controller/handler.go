@@ -221,19 +221,17 @@ func (r *runner[T]) Report([]error) {}
 func (r *runner[T]) handle(e event.Event[T]) {
 	ctx, c := r.ctx, r.cfg
 	var start time.Time
-	if c.metrics != nil {
+	if c.metrics.Set() {
 		start = time.Now()
 	}
 	defer func() {
 		if v := recover(); v != nil {
 			err := &PanicError{Kind: "handler", Name: r.name, Key: e.Key, Event: e.String(), Value: v, Stack: debug.Stack()}
-			if c.metrics != nil {
-				c.metric(ctx, "HandlerPanic", func(m Metrics) { m.HandlerPanic(r.name) })
-			}
+			c.metrics.Call(ctx, "HandlerPanic", func(m Metrics) { m.HandlerPanic(c.name, r.name) })
 			c.reportError(ctx, err)
 		}
-		if c.metrics != nil {
-			c.metric(ctx, "HandlerLatency", func(m Metrics) { m.HandlerLatency(r.name, time.Since(start)) })
+		if c.metrics.Set() {
+			c.metrics.Call(ctx, "HandlerLatency", func(m Metrics) { m.HandlerLatency(c.name, r.name, time.Since(start)) })
 		}
 	}()
 	r.h.Handle(ctx, e)

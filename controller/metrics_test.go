@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -17,9 +18,10 @@ import (
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
-// countingMetrics records what the controller reports.
+// countingMetrics records what the controller reports, and the names it is reported under.
 type countingMetrics struct {
 	mu       sync.Mutex
+	names    map[string]bool
 	lists    int
 	items    int
 	events   map[watch.EventType]int
@@ -30,53 +32,68 @@ type countingMetrics struct {
 	errors   int
 }
 
-func (m *countingMetrics) Listed(items int, _ time.Duration) {
+func (m *countingMetrics) Listed(name string, items int, _ time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.named(name)
 	m.lists++
 	m.items += items
 }
 
-func (m *countingMetrics) WatchEvent(t watch.EventType) {
+func (m *countingMetrics) WatchEvent(name string, t watch.EventType) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.named(name)
 	m.events[t]++
 }
 
-func (m *countingMetrics) ResourceVersion(rv string) {
+func (m *countingMetrics) ResourceVersion(name, rv string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.named(name)
 	m.rv = rv
 }
 
-func (m *countingMetrics) Error() {
+func (m *countingMetrics) ListWatchError(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.named(name)
 	m.errors++
 }
 
-func (m *countingMetrics) QueueDepth(keys int) {
+func (m *countingMetrics) EventQueueDepth(name string, keys int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.named(name)
 	m.maxDepth = max(m.maxDepth, keys)
 }
 
-func (m *countingMetrics) HandlerLatency(handler string, _ time.Duration) {
+func (m *countingMetrics) HandlerLatency(name, handler string, _ time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.named(name)
 	m.handled[handler]++
 }
 
-func (m *countingMetrics) HandlerPanic(handler string) {
+func (m *countingMetrics) HandlerPanic(name, handler string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.named(name)
 	m.panics[handler]++
+}
+
+// named records name. Called with m.mu held.
+func (m *countingMetrics) named(name string) {
+	if m.names == nil {
+		m.names = map[string]bool{}
+	}
+	m.names[name] = true
 }
 
 func TestMetricsReportListsEventsVersionsQueueAndHandlers(t *testing.T) {
 	src := fake.New[obj, list](cm("ns", "a", nil), cm("ns", "b", nil))
 	m := &countingMetrics{events: map[watch.EventType]int{}, handled: map[string]int{}, panics: map[string]int{}}
-	c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{OnError: func(context.Context, error) {}}, Metrics: m})
+	c := testctl.New(t, src, controller.Options[obj]{Options: reflect.Options[obj]{Name: "settings", OnError: func(context.Context, error) {}}, Metrics: m})
 	h := newRecorder()
 	h.hook = func(e event.Event[obj]) {
 		if e.Object.Name == "c" {
@@ -101,13 +118,15 @@ func TestMetricsReportListsEventsVersionsQueueAndHandlers(t *testing.T) {
 		RV                           string
 		DepthSeen                    bool
 		Handled, Panics              int
+		Names                        map[string]bool // every call carries the controller's name
 	}
-	want := summary{Lists: 1, Items: 2, Added: 1, Deleted: 1, RV: src.ResourceVersion(), DepthSeen: true, Handled: 4, Panics: 1}
+	want := summary{Lists: 1, Items: 2, Added: 1, Deleted: 1, RV: src.ResourceVersion(), DepthSeen: true, Handled: 4, Panics: 1,
+		Names: map[string]bool{"settings": true}}
 	var got summary
 	// The latency of an event is reported just after its handler returns.
 	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		m.mu.Lock()
-		got = summary{m.lists, m.items, m.events[watch.Added], m.events[watch.Deleted], m.rv, m.maxDepth > 0, m.handled["h"], m.panics["h"]}
+		got = summary{m.lists, m.items, m.events[watch.Added], m.events[watch.Deleted], m.rv, m.maxDepth > 0, m.handled["h"], m.panics["h"], maps.Clone(m.names)}
 		m.mu.Unlock()
 		return cmp.Equal(want, got), nil
 	})

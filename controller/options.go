@@ -17,17 +17,21 @@ import (
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
-// Metrics receives a controller's counters and gauges. It has no dependency on any metrics
-// library: adapt it to Prometheus or OpenTelemetry in a few lines. Implementations must be
-// safe for concurrent use and cheap; they are called on the hot path.
+// Metrics receives a controller's counters and gauges, its reflector's included. Every
+// method carries the controller's name (Options.Name), so that one sink serves many
+// controllers, and no method name is used by another interface of the family
+// (typed.Metrics, shard.Metrics): one type can implement them all, and be given once to a
+// Manager (manager.Metrics). It has no dependency on any metrics library: adapt it to
+// Prometheus or OpenTelemetry in a few lines. Implementations must be safe for concurrent
+// use and cheap; they are called on the hot path.
 type Metrics interface {
 	reflect.Metrics
-	// QueueDepth is called with the number of keys waiting in the event cache.
-	QueueDepth(keys int)
+	// EventQueueDepth is called with the number of keys waiting in the event cache.
+	EventQueueDepth(controller string, keys int)
 	// HandlerLatency is called after each call of a handler.
-	HandlerLatency(handler string, d time.Duration)
+	HandlerLatency(controller, handler string, d time.Duration)
 	// HandlerPanic is called for each panic recovered from a handler.
-	HandlerPanic(handler string)
+	HandlerPanic(controller, handler string)
 }
 
 // Options configure a Controller of T. The zero value is right for production: every
@@ -109,7 +113,7 @@ func (o *Options[T]) check() error {
 type config struct {
 	name        string
 	onError     func(context.Context, error)
-	metrics     Metrics
+	metrics     guard.Metrics[Metrics]
 	compression queue.Compression
 }
 
@@ -134,17 +138,6 @@ func (c *config) reportError(ctx context.Context, err error) {
 	default:
 		logger.Error(err, "controller error", "controller", c.name)
 	}
-}
-
-// metric calls call with the Metrics, recovering and logging a panic in it: metrics are
-// user code, called on the handlers' goroutines.
-func (c *config) metric(ctx context.Context, method string, call func(Metrics)) {
-	defer func() { // on every delivery: nothing is built unless it panicked
-		if v := recover(); v != nil {
-			guard.Logged(klog.FromContext(ctx), v, nil, "Metrics."+method+" panicked", "controller", c.name)
-		}
-	}()
-	call(c.metrics)
 }
 
 // callErrorHandler calls the error handler and recovers a panic in it: it runs on the

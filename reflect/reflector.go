@@ -80,17 +80,21 @@ const minWatchDuration = time.Second
 // full jitter up to 30s, as client-go's reflector does.
 var DefaultBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Factor: 2, Jitter: 1, Steps: 1 << 30, Cap: 30 * time.Second}
 
-// Metrics receives the reflector's counters and gauges. Implementations must be safe for
-// concurrent use and fast: they are called on the hot path.
+// Metrics receives the reflector's counters and gauges. Every method carries the
+// reflector's name (Options.Name; a controller's), so that one sink serves many
+// reflectors, and no method name is used by another interface of the family
+// (controller.Metrics, typed.Metrics, shard.Metrics): one type can implement them all.
+// Implementations must be safe for concurrent use and fast: they are called on the hot
+// path.
 type Metrics interface {
 	// Listed is called after each list (or watch-list) that replaced the cache.
-	Listed(items int, d time.Duration)
+	Listed(reflector string, items int, d time.Duration)
 	// WatchEvent is called for every watch event received, of any type.
-	WatchEvent(t watch.EventType)
+	WatchEvent(reflector string, t watch.EventType)
 	// ResourceVersion is called with the newest resource version seen.
-	ResourceVersion(rv string)
-	// Error is called for every error reported through Options.OnError.
-	Error()
+	ResourceVersion(reflector string, rv string)
+	// ListWatchError is called for every error reported through Options.OnError.
+	ListWatchError(reflector string)
 }
 
 // Options configure a Reflector: what it lists and watches, and how. The zero value is
@@ -143,10 +147,11 @@ type Options[T event.Object] struct {
 // Reflector lists and watches a ListerWatcher[T, L] and writes what it sees into an
 // EventCache[T].
 type Reflector[T event.Object, L List] struct {
-	lw    ListerWatcher[T, L]
-	cache eventcache.EventCache[T]
-	opts  Options[T]
-	clock clock.WithTicker
+	lw      ListerWatcher[T, L]
+	cache   eventcache.EventCache[T]
+	opts    Options[T]
+	clock   clock.WithTicker
+	metrics guard.Metrics[Metrics]
 
 	mu sync.Mutex
 	// lastRV is the newest resource version seen; "" before the first list.
@@ -163,9 +168,6 @@ func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventC
 	if guard.IsNil(r.clock) { // a typed-nil Clock is none, as a nil one is
 		r.clock = clock.RealClock{}
 	}
-	if guard.IsNil(r.opts.Metrics) {
-		r.opts.Metrics = nil
-	}
 	if r.opts.Backoff == (wait.Backoff{}) {
 		r.opts.Backoff = DefaultBackoff
 	}
@@ -176,6 +178,7 @@ func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventC
 		var zero T
 		r.opts.Name = fmt.Sprintf("%T", zero)
 	}
+	r.metrics = guard.NewMetrics(r.opts.Metrics, "reflector", r.opts.Name)
 	return r
 }
 
@@ -187,20 +190,20 @@ func (r *Reflector[T, L]) LastSyncResourceVersion() string {
 	return r.lastRV
 }
 
-func (r *Reflector[T, L]) setRV(rv string) {
+func (r *Reflector[T, L]) setRV(ctx context.Context, rv string) {
 	if rv == "" {
 		return
 	}
 	r.mu.Lock()
 	r.lastRV = rv
 	r.mu.Unlock()
-	r.metric("ResourceVersion", func(m Metrics) { m.ResourceVersion(rv) })
+	r.metrics.Call(ctx, "ResourceVersion", func(m Metrics) { m.ResourceVersion(r.opts.Name, rv) })
 }
 
 // report counts err and hands it to Options.OnError, or, without one, logs it at the
 // level IsRoutine says, so that no error goes unseen and none is logged twice.
 func (r *Reflector[T, L]) report(ctx context.Context, err error) {
-	r.metric("Error", func(m Metrics) { m.Error() })
+	r.metrics.Call(ctx, "ListWatchError", func(m Metrics) { m.ListWatchError(r.opts.Name) })
 	if r.opts.OnError != nil {
 		defer guard.LogPanic(klog.FromContext(ctx), err, "OnError panicked", "reflector", r.opts.Name)
 		r.opts.OnError(ctx, err)
@@ -212,20 +215,6 @@ func (r *Reflector[T, L]) report(ctx context.Context, err error) {
 		return
 	}
 	logger.Error(err, "reflector error", "reflector", r.opts.Name)
-}
-
-// metric calls call with Options.Metrics, if set, recovering and logging a panic in it:
-// metrics are user code, called on the reflector's goroutine.
-func (r *Reflector[T, L]) metric(method string, call func(Metrics)) {
-	if r.opts.Metrics == nil {
-		return
-	}
-	defer func() { // on every event: nothing is built unless it panicked
-		if v := recover(); v != nil {
-			guard.Logged(klog.Background(), v, nil, "Metrics."+method+" panicked", "reflector", r.opts.Name)
-		}
-	}()
-	call(r.opts.Metrics)
 }
 
 // Run lists and watches until ctx is done, backing off after failures. Every failure is
@@ -430,7 +419,7 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan wat
 	if r.opts.WatchList && !r.watchListUnsupported {
 		w, events, n, err := r.watchList(ctx)
 		if err == nil {
-			r.listed(n, start)
+			r.listed(ctx, n, start)
 			return w, events, nil
 		}
 		if !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) && !apierrors.IsMethodNotSupported(err) {
@@ -495,16 +484,16 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan wat
 	if err := r.cache.Replace(items, acc.GetResourceVersion(), completeness); err != nil {
 		r.report(ctx, fmt.Errorf("%s: replace: %w", r.opts.Name, err))
 	}
-	r.setRV(acc.GetResourceVersion())
-	r.listed(len(items), start)
+	r.setRV(ctx, acc.GetResourceVersion())
+	r.listed(ctx, len(items), start)
 	return nil, nil, nil
 }
 
-func (r *Reflector[T, L]) listed(n int, start time.Time) {
+func (r *Reflector[T, L]) listed(ctx context.Context, n int, start time.Time) {
 	r.mu.Lock()
 	r.relist = false
 	r.mu.Unlock()
-	r.metric("Listed", func(m Metrics) { m.Listed(n, r.clock.Since(start)) })
+	r.metrics.Call(ctx, "Listed", func(m Metrics) { m.Listed(r.opts.Name, n, r.clock.Since(start)) })
 }
 
 // watchList streams the initial state through a watch and replaces the cache once the
@@ -537,7 +526,7 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 			w.Stop()
 			return nil, nil, 0, fmt.Errorf("watch-list: watch closed before the initial events ended")
 		}
-		r.metric("WatchEvent", func(m Metrics) { m.WatchEvent(e.Type) })
+		r.metrics.Call(ctx, "WatchEvent", func(m Metrics) { m.WatchEvent(r.opts.Name, e.Type) })
 		switch e.Type {
 		case watch.Added, watch.Modified:
 			obj, _, err := r.read(e.Object)
@@ -557,7 +546,7 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 				if err := r.cache.Replace(items, rv, completeness); err != nil {
 					r.report(ctx, fmt.Errorf("%s: replace: %w", r.opts.Name, err))
 				}
-				r.setRV(rv)
+				r.setRV(ctx, rv)
 				return w, events, len(items), nil
 			}
 		case watch.Error:
@@ -592,7 +581,7 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 		if !ok {
 			return n, nil
 		}
-		r.metric("WatchEvent", func(m Metrics) { m.WatchEvent(e.Type) })
+		r.metrics.Call(ctx, "WatchEvent", func(m Metrics) { m.WatchEvent(r.opts.Name, e.Type) })
 		if e.Type != watch.Error {
 			n++
 		}
@@ -606,7 +595,7 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 			t = event.Deleted
 		case watch.Bookmark:
 			if rv, _, err := readBookmark(e.Object); err == nil {
-				r.setRV(rv)
+				r.setRV(ctx, rv)
 			} else {
 				r.report(ctx, fmt.Errorf("%s: bookmark: %w", r.opts.Name, err))
 			}
@@ -637,13 +626,13 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 				r.report(ctx, fmt.Errorf("%s: watch %s event: %w", r.opts.Name, e.Type, err))
 				continue
 			}
-			r.setRV(rv)
+			r.setRV(ctx, rv)
 			continue
 		}
 		if err := r.cache.Add(event.Event[T]{Type: t, Object: obj}); err != nil {
 			r.report(ctx, fmt.Errorf("%s: watch %s event: %w", r.opts.Name, e.Type, err))
 		}
-		r.setRV(rv)
+		r.setRV(ctx, rv)
 	}
 }
 

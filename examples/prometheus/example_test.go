@@ -34,7 +34,7 @@ func Example() {
 	)
 	configMaps, err := controller.New(source, controller.Options[*corev1.ConfigMap]{
 		Options: reflect.Options[*corev1.ConfigMap]{Name: "configmaps"},
-		Metrics: metrics.Controller("configmaps"),
+		Metrics: metrics, // one sink for every controller and loop: each call names its own
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -6,14 +6,18 @@
 //
 //	m := prometheus.New(prometheus.Options{})
 //	registry.MustRegister(m)
+//	mgr := manager.New(manager.Options{Metrics: m}) // every cache and loop of the Manager
+//
+// or, for a controller and a loop of one's own:
+//
 //	pods, err := controller.New(cs.CoreV1().Pods(ns), controller.Options[*corev1.Pod]{
-//		Options: reflect.Options[*corev1.Pod]{Name: "pods"}, Metrics: m.Controller("pods")})
+//		Options: reflect.Options[*corev1.Pod]{Name: "pods"}, Metrics: m})
 //	loop := typed.NewLoop(pods, reconciler, typed.Options{Name: "pods", Metrics: m})
 //
-// Metrics is a prometheus.Collector holding every metric vector; Controller returns the
-// controller.Metrics of one controller, whose samples carry its name in the "controller"
-// label. Metrics itself is the typed.Metrics of any number of loops, labelled by
-// Options.Name of each loop ("loop").
+// Metrics is a prometheus.Collector holding every metric vector, and the whole metrics
+// family of the library (manager.Metrics: controller.Metrics and typed.Metrics; and
+// shard.Metrics): every call names its controller, loop or shard group, which its samples
+// carry as the "controller", "loop" or "group" label.
 //
 // With the default namespace "typedinformer", the metrics are:
 //
@@ -47,8 +51,7 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/typedinformer/typedinformer/controller"
-	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/manager"
 	"github.com/typedinformer/typedinformer/typed/shard"
 )
 
@@ -62,10 +65,10 @@ type Options struct {
 	ConstLabels prom.Labels
 }
 
-// Metrics holds the metric vectors of any number of controllers and loops. Register it
-// once with a prometheus.Registerer; it is the typed.Metrics of every loop, and
-// Controller returns the controller.Metrics of one controller. It is safe for concurrent
-// use.
+// Metrics holds the metric vectors of any number of controllers, loops and shard groups.
+// Register it once with a prometheus.Registerer; it is the manager.Metrics of a Manager
+// (its caches' controller.Metrics and its loops' typed.Metrics) and the shard.Metrics of
+// a Sharder. It is safe for concurrent use.
 type Metrics struct {
 	lists           *prom.CounterVec
 	listItems       *prom.GaugeVec
@@ -90,11 +93,9 @@ type Metrics struct {
 }
 
 var (
-	_ prom.Collector = (*Metrics)(nil)
-	_ typed.Metrics  = (*Metrics)(nil)
-	_ shard.Metrics  = (*Metrics)(nil)
-
-	_ controller.Metrics = (*ControllerMetrics)(nil)
+	_ prom.Collector  = (*Metrics)(nil)
+	_ manager.Metrics = (*Metrics)(nil)
+	_ shard.Metrics   = (*Metrics)(nil)
 )
 
 // New returns the metrics, ready to be registered.
@@ -213,83 +214,41 @@ func (m *Metrics) ShardKeys(group string, i int, n int) {
 	m.shardKeys.WithLabelValues(group, strconv.Itoa(i)).Set(float64(n))
 }
 
-// ControllerMetrics is the controller.Metrics of one controller: set it as
-// controller.Options.Metrics. Create it with Metrics.Controller.
-type ControllerMetrics struct {
-	lists           prom.Counter
-	listItems       prom.Gauge
-	listDuration    prom.Observer
-	watchEvents     *prom.CounterVec // curried with the controller
-	byType          map[watch.EventType]prom.Counter
-	resourceVersion prom.Gauge
-	errors          prom.Counter
-	queueDepth      prom.Gauge
-	handlerDuration prom.ObserverVec // curried with the controller
-	handlerPanics   *prom.CounterVec // curried with the controller
-}
-
-// Controller returns the controller.Metrics of the controller named name (a label value,
-// not a metric name: any string will do). Calling it twice with the same name returns
-// metrics that add up to the same series.
-func (m *Metrics) Controller(name string) *ControllerMetrics {
-	curry := prom.Labels{"controller": name}
-	c := &ControllerMetrics{
-		lists:           m.lists.WithLabelValues(name),
-		listItems:       m.listItems.WithLabelValues(name),
-		listDuration:    m.listDuration.WithLabelValues(name),
-		watchEvents:     m.watchEvents.MustCurryWith(curry),
-		byType:          map[watch.EventType]prom.Counter{},
-		resourceVersion: m.resourceVersion.WithLabelValues(name),
-		errors:          m.errors.WithLabelValues(name),
-		queueDepth:      m.queueDepth.WithLabelValues(name),
-		handlerDuration: m.handlerDuration.MustCurryWith(curry),
-		handlerPanics:   m.handlerPanics.MustCurryWith(curry),
-	}
-	// The usual event types are looked up once here rather than on every event; the map
-	// is only read afterwards.
-	for _, t := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
-		c.byType[t] = c.watchEvents.WithLabelValues(string(t))
-	}
-	return c
-}
-
 // Listed implements controller.Metrics.
-func (c *ControllerMetrics) Listed(items int, d time.Duration) {
-	c.lists.Inc()
-	c.listItems.Set(float64(items))
-	c.listDuration.Observe(d.Seconds())
+func (m *Metrics) Listed(controller string, items int, d time.Duration) {
+	m.lists.WithLabelValues(controller).Inc()
+	m.listItems.WithLabelValues(controller).Set(float64(items))
+	m.listDuration.WithLabelValues(controller).Observe(d.Seconds())
 }
 
 // WatchEvent implements controller.Metrics.
-func (c *ControllerMetrics) WatchEvent(t watch.EventType) {
-	if counter, ok := c.byType[t]; ok {
-		counter.Inc()
-		return
-	}
-	c.watchEvents.WithLabelValues(string(t)).Inc()
+func (m *Metrics) WatchEvent(controller string, t watch.EventType) {
+	m.watchEvents.WithLabelValues(controller, string(t)).Inc()
 }
 
 // ResourceVersion implements controller.Metrics. Resource versions are opaque strings;
 // the gauge is set only when one is an unsigned integer, as kube-apiserver's (etcd
 // revisions) are.
-func (c *ControllerMetrics) ResourceVersion(rv string) {
+func (m *Metrics) ResourceVersion(controller, rv string) {
 	if n, err := strconv.ParseUint(rv, 10, 64); err == nil {
-		c.resourceVersion.Set(float64(n))
+		m.resourceVersion.WithLabelValues(controller).Set(float64(n))
 	}
 }
 
-// Error implements controller.Metrics.
-func (c *ControllerMetrics) Error() { c.errors.Inc() }
+// ListWatchError implements controller.Metrics.
+func (m *Metrics) ListWatchError(controller string) { m.errors.WithLabelValues(controller).Inc() }
 
-// QueueDepth implements controller.Metrics.
-func (c *ControllerMetrics) QueueDepth(keys int) { c.queueDepth.Set(float64(keys)) }
+// EventQueueDepth implements controller.Metrics.
+func (m *Metrics) EventQueueDepth(controller string, keys int) {
+	m.queueDepth.WithLabelValues(controller).Set(float64(keys))
+}
 
 // HandlerLatency implements controller.Metrics.
-func (c *ControllerMetrics) HandlerLatency(handler string, d time.Duration) {
-	c.handlerDuration.WithLabelValues(handler).Observe(d.Seconds())
+func (m *Metrics) HandlerLatency(controller, handler string, d time.Duration) {
+	m.handlerDuration.WithLabelValues(controller, handler).Observe(d.Seconds())
 }
 
 // HandlerPanic implements controller.Metrics.
-func (c *ControllerMetrics) HandlerPanic(handler string) {
-	c.handlerPanics.WithLabelValues(handler).Inc()
+func (m *Metrics) HandlerPanic(controller, handler string) {
+	m.handlerPanics.WithLabelValues(controller, handler).Inc()
 }

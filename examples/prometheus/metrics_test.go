@@ -129,7 +129,7 @@ func TestMetricsOfAControllerAndALoop(t *testing.T) {
 			Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 30},
 			OnError: func(context.Context, error) {},
 		},
-		Metrics: m.Controller("configmaps"),
+		Metrics: m,
 	})
 	if _, err := c.AddHandler("panicky", controller.HandlerFunc[*corev1.ConfigMap](func(_ context.Context, e event.Event[*corev1.ConfigMap]) {
 		if e.Object.Name == "invalid" && e.Type == event.Added {
@@ -234,13 +234,12 @@ func mustFloat(t *testing.T, s string) float64 {
 
 func TestResourceVersionGaugeIgnoresOpaqueVersions(t *testing.T) {
 	m := New(Options{})
-	c := m.Controller("x")
-	c.ResourceVersion("42")
-	c.ResourceVersion("not-a-number")
+	m.ResourceVersion("x", "42")
+	m.ResourceVersion("x", "not-a-number")
 	if got := testutil.ToFloat64(m.resourceVersion.WithLabelValues("x")); got != 42 {
 		t.Errorf("resource version gauge = %v, want 42 (the last integer one)", got)
 	}
-	c.WatchEvent("CUSTOM")
+	m.WatchEvent("x", "CUSTOM")
 	if got := testutil.ToFloat64(m.watchEvents.WithLabelValues("x", "CUSTOM")); got != 1 {
 		t.Errorf("events of an unusual type = %v, want 1", got)
 	}
@@ -248,8 +247,8 @@ func TestResourceVersionGaugeIgnoresOpaqueVersions(t *testing.T) {
 
 func TestTwoControllersWithTheSameNameShareTheirSeries(t *testing.T) {
 	m := New(Options{Namespace: "shop"})
-	m.Controller("pods").Error()
-	m.Controller("pods").Error()
+	m.ListWatchError("pods")
+	m.ListWatchError("pods")
 	if got := testutil.ToFloat64(m.errors.WithLabelValues("pods")); got != 2 {
 		t.Errorf("errors = %v, want 2", got)
 	}

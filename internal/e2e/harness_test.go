@@ -368,13 +368,13 @@ type counters struct {
 	lists, watchEvents atomic.Int64
 }
 
-func (m *counters) Listed(int, time.Duration)            { m.lists.Add(1) }
-func (m *counters) WatchEvent(watch.EventType)           { m.watchEvents.Add(1) }
-func (m *counters) ResourceVersion(string)               {}
-func (m *counters) Error()                               {}
-func (m *counters) QueueDepth(int)                       {}
-func (m *counters) HandlerLatency(string, time.Duration) {}
-func (m *counters) HandlerPanic(string)                  {}
+func (m *counters) Listed(string, int, time.Duration)            { m.lists.Add(1) }
+func (m *counters) WatchEvent(string, watch.EventType)           { m.watchEvents.Add(1) }
+func (m *counters) ResourceVersion(string, string)               {}
+func (m *counters) ListWatchError(string)                        {}
+func (m *counters) EventQueueDepth(string, int)                  {}
+func (m *counters) HandlerLatency(string, string, time.Duration) {}
+func (m *counters) HandlerPanic(string, string)                  {}
 
 var _ controller.Metrics = (*counters)(nil)
 

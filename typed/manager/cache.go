@@ -424,7 +424,7 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 			OnError:      reportCacheError(name),
 			ResyncPeriod: m.opts.ResyncPeriod,
 		},
-		Metrics:         m.cacheMetrics(name),
+		Metrics:         m.opts.Metrics,
 		DetectMutations: m.opts.DetectMutations,
 		OnMutation:      func(ctx context.Context, err *eventcache.MutationError) { m.mutation(ctx, name, err) },
 	}
@@ -444,24 +444,6 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 		served:  s,
 		indexes: map[string]bool{eventcache.NamespaceIndex: true},
 	}, nil
-}
-
-// cacheMetrics returns Options.CacheMetrics for the cache named name; none when it gives
-// none or panics. Called with m.mu held.
-func (m *Manager) cacheMetrics(name string) (metrics controller.Metrics) {
-	if m.opts.CacheMetrics == nil {
-		return nil
-	}
-	defer func() {
-		if v := recover(); v != nil {
-			metrics = nil
-			klog.Background().Error(fmt.Errorf("panic: %v", v), "Options.CacheMetrics panicked; the cache has no metrics", "cache", name)
-		}
-	}()
-	if metrics = m.opts.CacheMetrics(name); guard.IsNil(metrics) {
-		return nil
-	}
-	return metrics
 }
 
 // newEntryLocked registers e, and starts it if m runs. Called with m.mu held.

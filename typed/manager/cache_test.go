@@ -27,6 +27,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
@@ -586,32 +587,49 @@ func TestUnstructuredCachesNeedAResource(t *testing.T) {
 	}
 }
 
-// listCounter is a controller.Metrics that counts lists.
-type listCounter struct{ lists atomic.Int32 }
+// sink is one manager.Metrics for the whole family: it counts lists and reconciles by
+// the name each call carries.
+type sink struct {
+	mu         sync.Mutex
+	lists      map[string]int
+	reconciles map[string]int
+}
 
-func (m *listCounter) Listed(int, time.Duration)            { m.lists.Add(1) }
-func (m *listCounter) WatchEvent(watch.EventType)           {}
-func (m *listCounter) ResourceVersion(string)               {}
-func (m *listCounter) Error()                               {}
-func (m *listCounter) QueueDepth(int)                       {}
-func (m *listCounter) HandlerLatency(string, time.Duration) {}
-func (m *listCounter) HandlerPanic(string)                  {}
+func (s *sink) Listed(name string, _ int, _ time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lists[name]++
+}
 
-// The Manager's ResyncPeriod and CacheMetrics apply to every shared controller, and
-// CacheMetrics is asked once per controller, however many handles share it.
+func (s *sink) ReconcileLatency(loop string, _ time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reconciles[loop]++
+}
+
+func (s *sink) counts() (lists, reconciles map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.lists), maps.Clone(s.reconciles)
+}
+
+func (*sink) WatchEvent(string, watch.EventType)           {}
+func (*sink) ResourceVersion(string, string)               {}
+func (*sink) ListWatchError(string)                        {}
+func (*sink) EventQueueDepth(string, int)                  {}
+func (*sink) HandlerLatency(string, string, time.Duration) {}
+func (*sink) HandlerPanic(string, string)                  {}
+func (*sink) QueueDepth(string, int)                       {}
+func (*sink) Retry(string)                                 {}
+func (*sink) ReconcileError(string, bool)                  {}
+
+// The Manager's ResyncPeriod and Metrics apply to every shared controller, and its
+// Metrics to every Loop without metrics of its own: one sink, given once, to which each
+// controller and loop reports under its own name.
 func TestTheManagersCacheOptionsApplyToEverySharedController(t *testing.T) {
 	f := fake.New[cm, cmList](configMap("a", "one", nil), configMap("b", "two", nil))
-	var mu sync.Mutex
-	metrics := map[string]*listCounter{}
-	m := manager.New(manager.Options{
-		ResyncPeriod: 10 * time.Millisecond,
-		CacheMetrics: func(name string) controller.Metrics {
-			mu.Lock()
-			defer mu.Unlock()
-			metrics[name] = &listCounter{}
-			return metrics[name]
-		},
-	})
+	metrics := &sink{lists: map[string]int{}, reconciles: map[string]int{}}
+	m := manager.New(manager.Options{ResyncPeriod: 10 * time.Millisecond, Metrics: metrics})
 	run(t, m)
 	both := acquire(t, m, source(f), manager.CacheOptions[cm]{Namespaces: []string{"a", "b"}})
 	defer both.Release()
@@ -620,14 +638,22 @@ func TestTheManagersCacheOptionsApplyToEverySharedController(t *testing.T) {
 	if err := both.WaitForSync(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	lists := map[string]int32{}
-	for name, c := range metrics {
-		lists[name] = c.lists.Load()
+	reconciled := make(chan string, 100)
+	if _, err := manager.NewLoop(a, typed.ReconcilerFunc[cm](func(_ context.Context, req typed.Request[cm]) (typed.Result, error) {
+		reconciled <- req.Key
+		return typed.Result{}, nil
+	}), typed.Options{Name: "configmaps"}); err != nil {
+		t.Fatal(err)
 	}
-	mu.Unlock()
-	if diff := cmp.Diff(map[string]int32{"*v1.ConfigMap namespace=a": 1, "*v1.ConfigMap namespace=b": 1}, lists); diff != "" {
-		t.Errorf("lists counted by each controller's metrics (-want +got):\n%s", diff)
+	receive(t, reconciled, "a reconcile")
+	// The latency of a reconcile is reported once it has returned.
+	eventually(t, "the loop's metrics", func() bool { _, reconciles := metrics.counts(); return reconciles["configmaps"] > 0 })
+	lists, reconciles := metrics.counts()
+	if diff := cmp.Diff(map[string]int{"*v1.ConfigMap namespace=a": 1, "*v1.ConfigMap namespace=b": 1}, lists); diff != "" {
+		t.Errorf("lists counted under each controller's name (-want +got):\n%s", diff)
+	}
+	if len(reconciles) != 1 {
+		t.Errorf("reconciles counted under %v, want the loop's name alone", reconciles)
 	}
 	resynced := make(chan string, 100)
 	if _, err := a.AddHandler("resync", controller.HandlerFunc[cm](func(_ context.Context, e event.Event[cm]) {

@@ -30,7 +30,8 @@ type Loop[T event.Object] struct {
 // (Loop.Enqueue, Enqueue from a reconciler) or by a Trigger (Loop.AddTrigger).
 //
 // Over a cache of several namespaces it is still one typed.Loop, whose opts.Workers
-// workers take the keys of every namespace. It returns an error wrapping
+// workers take the keys of every namespace. Without opts.Metrics, it reports to the
+// Manager's Options.Metrics. It returns an error wrapping
 // controller.ErrNilArgument for a nil c or r, ErrReleased for a released c, and ErrStopped
 // once the Manager is stopping.
 func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Options, preds ...predicate.Predicate[T]) (*Loop[T], error) {
@@ -43,6 +44,9 @@ func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Opti
 	}
 	if opts.Name == "" {
 		opts.Name = fmt.Sprintf("%T", zero) // typed.NewLoop's default, which the Manager names it by too
+	}
+	if guard.IsNil(opts.Metrics) && c.m.opts.Metrics != nil {
+		opts.Metrics = c.m.opts.Metrics
 	}
 	own, err := c.clone()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/internal/guard"
+	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
@@ -76,12 +77,11 @@ type Options struct {
 	// ResyncPeriod, when positive, makes every cache redeliver each object that has
 	// nothing pending to its handlers and loops that often (controller.Options.ResyncPeriod).
 	ResyncPeriod time.Duration
-	// CacheMetrics, when set, returns the metrics of the shared controller it names (the
-	// Cache.Name of a cache of one namespace; a cache of several has one per namespace),
-	// for example the Prometheus adapter's Controller method. It is called once per
-	// controller, when it is created, with the Manager locked: it must not call the
-	// Manager.
-	CacheMetrics func(cache string) controller.Metrics
+	// Metrics, when set, receives the counters and gauges of every shared cache's
+	// controller (named as Cache.Name names it; a cache of several namespaces has one per
+	// namespace) and of every Loop made through the Manager whose typed.Options.Metrics is
+	// nil. A panic in it is recovered and logged.
+	Metrics Metrics
 	// CustomResourceDefinitions, when set, lets a cache whose resource the server stops
 	// serving (its CustomResourceDefinition deleted, or not installed yet) learn at once
 	// that it is served again, by watching the CustomResourceDefinition that its Source's
@@ -105,6 +105,17 @@ type Options struct {
 	// found, and the name of its cache: a test can fail at once. It must not block; a
 	// panic in it is recovered and logged.
 	OnMutation func(cache string, err *eventcache.MutationError)
+}
+
+// Metrics is the family of metrics a Manager reports: its caches' controllers' (and
+// their reflectors') and its loops'. Every method carries the name of the controller or
+// loop it is about, and no two interfaces of the family share a method name, so one
+// type implements it all and serves every cache and loop, given once as
+// Options.Metrics. The same type can implement shard.Metrics too, for a Sharder (which
+// the Manager does not make). The Prometheus adapter of examples/prometheus is one.
+type Metrics interface {
+	controller.Metrics
+	typed.Metrics
 }
 
 type state int

@@ -56,8 +56,10 @@ type Options struct {
 	Metrics Metrics
 }
 
-// Metrics receives a Sharder's gauges and counters. Implementations must be safe for
-// concurrent use.
+// Metrics receives a Sharder's gauges and counters. Every method carries the group's
+// name (Options.Name), and no method name is used by another interface of the family
+// (manager.Metrics: controller.Metrics and typed.Metrics), so one type can implement them
+// all. Implementations must be safe for concurrent use.
 type Metrics interface {
 	// ShardsHeld is called with the number of shards whose work runs on this replica.
 	ShardsHeld(group string, n int)
