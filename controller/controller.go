@@ -85,7 +85,7 @@ type Controller[T event.Object, L reflect.List] struct {
 // (ErrNilArgument), a nil index function (eventcache.ErrNilIndexFunc), an index named
 // eventcache.NamespaceIndex (eventcache.ErrIndexExists), and a reflect.Options.Metrics
 // set on the embedded reflector options (ErrInvalidOptions). A typed-nil Clock or
-// Metrics is none.
+// Metrics is none (reflect.New says so of the Clock).
 func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts Options[T]) (*Controller[T, L], error) {
 	var zero T
 	if err := opts.check(); err != nil {
@@ -97,9 +97,6 @@ func New[T event.Object, L reflect.List](lw ListerWatcher[T, L], opts Options[T]
 	o := opts
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("%T", zero)
-	}
-	if guard.IsNil(o.Clock) {
-		o.Clock = nil
 	}
 	if guard.IsNil(o.Metrics) {
 		o.Metrics = nil
