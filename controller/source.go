@@ -61,3 +61,17 @@ func Join(regs []*Registration, onRemove func()) *Registration {
 	}()
 	return j
 }
+
+// NewRegistration returns the Registration of a handler registered with a source of
+// one's own (a typed.Source that is not a Controller): it has synced once synced is
+// closed (never, for a nil channel), Pending calls pending (0 when nil), and the first
+// Remove calls remove (when not nil). Join builds one from others.
+func NewRegistration(synced <-chan struct{}, pending func() int, remove func()) *Registration {
+	if pending == nil {
+		pending = func() int { return 0 }
+	}
+	if remove == nil {
+		remove = func() {}
+	}
+	return &Registration{synced: synced, pending: pending, remove: remove}
+}

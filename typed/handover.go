@@ -52,10 +52,20 @@ func (l *Loop[T]) drain(held context.Context, run *loopRun[T]) {
 	}
 	clear(run.retries)
 	l.mu.Unlock()
+	l.reconcileDeletions(held, run, nil)
+}
+
+// reconcileDeletions reconciles, in rounds while held lasts, the deletions whose last
+// state run holds and that mine selects (all when nil), but for keys whose object
+// exists again, until a round finds none.
+func (l *Loop[T]) reconcileDeletions(held context.Context, run *loopRun[T], mine func(key string, last T) bool) {
 	for held.Err() == nil {
 		l.mu.Lock()
 		round := make(map[string]T, len(run.tombstones))
 		for key, last := range run.tombstones {
+			if mine != nil && !mine(key, last) {
+				continue
+			}
 			if _, live := l.src.Get(key); !live {
 				round[key] = last
 			}
@@ -69,7 +79,7 @@ func (l *Loop[T]) drain(held context.Context, run *loopRun[T]) {
 		for range min(l.opts.Workers, len(round)) {
 			wg.Go(func() {
 				for key := range keys {
-					l.reconcileDeletion(held, run, key, round[key])
+					l.reconcileDeletion(held, run, key, round[key], mine != nil)
 				}
 			})
 		}
@@ -86,9 +96,17 @@ func (l *Loop[T]) drain(held context.Context, run *loopRun[T]) {
 
 // reconcileDeletion reconciles key's deletion with its last state during a hand-over,
 // and forgets that state unless a newer deletion replaced it meanwhile.
-func (l *Loop[T]) reconcileDeletion(held context.Context, run *loopRun[T], key string, last T) {
+func (l *Loop[T]) reconcileDeletion(held context.Context, run *loopRun[T], key string, last T, besideWorkers bool) {
 	if held.Err() != nil {
 		return
+	}
+	if besideWorkers { // a part's HandOver: it takes the workers' slots
+		select {
+		case run.slots <- struct{}{}:
+			defer func() { <-run.slots }()
+		case <-held.Done():
+			return
+		}
 	}
 	logger := klog.FromContext(held).WithValues("loop", l.opts.Name, "key", key)
 	start := time.Now()

@@ -175,3 +175,19 @@ func (q *keyQueue) Pending(key string) bool {
 	_, busy := q.processing[key]
 	return dirty || busy
 }
+
+// Count returns how many queued keys, not counting those being processed, match
+// selects.
+func (q *keyQueue) Count(match func(key string) bool) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for i := range q.waiting {
+		for e := q.waiting[i].Front(); e != nil; e = e.Next() {
+			if match(e.Value.(string)) {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -202,6 +202,14 @@ type loopRun[T event.Object] struct {
 	// forget them: a limiter given in Options outlives the Run, and a key must not start
 	// the next Run (the next term as leader) closer to its retry cap.
 	failing map[string]struct{}
+	// With a Source that has Parts: the part each key being reconciled runs in, and a
+	// channel closed (and replaced) each time such a reconcile ends, which HandOver
+	// waits on.
+	active     map[string]context.Context
+	reconciled chan struct{}
+	// slots holds a token per reconcile running, so that the workers and a part's
+	// HandOver together run at most Options.Workers.
+	slots chan struct{}
 }
 
 // NewLoop returns a Loop that reconciles src's keys with r. An event reconciles its key only
@@ -276,6 +284,9 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 		tombstones: map[string]T{},
 		retries:    map[string]clock.Timer{},
 		failing:    map[string]struct{}{},
+		active:     map[string]context.Context{},
+		reconciled: make(chan struct{}),
+		slots:      make(chan struct{}, l.opts.Workers),
 	}
 	run.enqueue = func(key string, p priority) {
 		run.q.Add(key, p)
@@ -487,10 +498,31 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 	} else {
 		req = deletion(key, req.LastKnown)
 	}
+	rctx := ctx
+	if parts, ok := l.src.(Parts[T]); ok {
+		part, held := l.enter(run, parts, req)
+		if !held {
+			return true
+		}
+		defer l.leave(run, key)
+		select {
+		case run.slots <- struct{}{}: // a HandOver may hold some
+			defer func() { <-run.slots }()
+		case <-part.Done():
+			// Given up while it waited: as a reconcile its part's end interrupted. A
+			// deletion keeps its last state for the HandOver, which waits for this key.
+			l.forgetFailures(run, key)
+			return true
+		}
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithCancel(part)
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+	}
 
 	logger := klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", key)
 	start := time.Now()
-	res, err := l.reconcile(klog.NewContext(ctx, logger), req)
+	res, err := l.reconcile(klog.NewContext(rctx, logger), req)
 	if l.opts.Metrics != nil {
 		l.opts.Metrics.ReconcileLatency(l.opts.Name, time.Since(start))
 	}
@@ -499,6 +531,11 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 		// Cut short by the Loop stopping, which is routine: not a failure to report or
 		// count. A deletion keeps its last state, for RunHandingOver's drain.
 		logger.V(2).Info("Reconcile interrupted: the loop is stopping", "err", err)
+	case err != nil && !IsTerminal(err) && interrupted(rctx, err):
+		// Cut short by its part leaving: the part's next holder reconciles a live key,
+		// and the part's HandOver a deletion, which keeps its last state for it.
+		logger.V(2).Info("Reconcile interrupted: its part was handed over", "err", err)
+		l.forgetFailures(run, key)
 	case err == nil && res.RequeueAfter > 0:
 		// Still pending: a deletion keeps its last state for the requeued reconcile.
 		l.forgetFailures(run, key)

@@ -30,15 +30,17 @@
 //
 // # Loops
 //
-// A Loop runs, for each shard held, a cache of that shard's objects and a typed.Loop over
-// it. Gaining a shard lists it and reconciles every key in it, at the priority of an
-// initial list; losing one stops its loop, which finishes its in-flight reconciles,
-// drops its queued keys unreconciled but for deletions, which it reconciles while it
-// still holds the shard's Lease (DESIGN 15: the next owner cannot know of them), then
-// stops its cache. An object that leaves this
-// replica's scope because its shard moved gets no event at all: it is not deleted, its
-// cache is simply gone (DESIGN 17). An object never leaves a shard by itself, since its
-// UID and namespace never change.
+// A Loop is one typed.Loop, with one queue and one set of workers for the replica,
+// over the caches of the shards held, read as one Source whose parts are the shards
+// (typed.Parts). Gaining a shard acquires its cache, and once the shard's caches have
+// synced its keys join the Loop: every key in it is reconciled, at the priority of an
+// initial list. Losing one ends its reconciles' context, drops its queued keys
+// unreconciled but for deletions, which the Loop reconciles while this replica still
+// holds the shard's Lease (typed.Loop.HandOver; DESIGN 15: the next owner cannot know of
+// them), then releases its cache. An object that leaves this replica's scope because its
+// shard moved gets no event at all: it is not deleted, its cache is simply gone (DESIGN
+// 17). An object never leaves a shard by itself, since its UID and namespace never
+// change.
 //
 // Each shard's cache is a list and a watch of its own, acquired from the Manager's shared
 // caches with the shard's selector in its key: every Loop of the kind on the same Sharder

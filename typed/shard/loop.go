@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -27,17 +26,19 @@ var ErrOtherShard = errors.New("related object mapped to a key of another shard"
 
 // Loop reconciles the keys of the shards this replica holds: for each shard, while the
 // Sharder gives it, a cache of that shard's objects only (the API server filters them,
-// see Filter) and a typed.Loop over it.
+// see Filter), all read by one typed.Loop, with one queue and Options.Workers workers
+// for the whole replica.
 //
-// In DESIGN terms, a shard's cache is a controller of its own: gaining a shard acquires
-// it, and its initial list reconciles every key of the shard (at the initial list's
-// priority, below live changes); losing a shard stops its typed.Loop, which finishes its
-// in-flight reconciles and drops the keys still queued without reconciling them, but
-// for deletions, which it reconciles while it still holds the shard's Lease (the next
-// owner's list cannot show them; see typed.Loop.RunHandingOver and Shard.Held), and
-// then releases its cache. Objects that leave this replica's scope that way are not
-// deleted: no event reports them, and no deletion is reconciled for them. An object
-// never leaves a shard by itself, as its UID and namespace never change.
+// In DESIGN terms, gaining a shard acquires its cache, and once the shard's caches have
+// synced its keys join the Loop: its initial list reconciles every key of the shard (at
+// the initial list's priority, below live changes). Losing a shard ends the context of
+// its reconciles in flight and drops its keys still queued without reconciling them,
+// but for deletions, which the Loop reconciles while this replica still holds the
+// shard's Lease (the next owner's list cannot show them; see typed.Loop.HandOver and
+// Shard.Held); then the shard's cache is released. Objects that leave this replica's
+// scope that way are not deleted: no event reports them, and no deletion is reconciled
+// for them. An object never leaves a shard by itself, as its UID and namespace never
+// change. The typed.Loop runs while at least one shard is worked on.
 //
 // The caches are the Manager's shared caches (DESIGN 16): a shard's cache is shared with
 // every other cache of the same shard's objects in the process (another Loop of the kind
@@ -46,8 +47,8 @@ var ErrOtherShard = errors.New("related object mapped to a key of another shard"
 // or beside Manager.Run.
 //
 // Options.Workers bounds the reconciles running at once on this replica, across all its
-// shards. A live change waits for the reconciles running and for those already waiting
-// for a worker, at most one per worker of each shard held.
+// shards, and a live change waits for at most the reconciles running, one per worker,
+// whatever the shards held (see typed.Loop).
 type Loop[T event.Object] struct {
 	m       *manager.Manager
 	sharder *Sharder
@@ -58,39 +59,45 @@ type Loop[T event.Object] struct {
 	opts    typed.Options
 	preds   []predicate.Predicate[T]
 	copts   []manager.CacheOptions[T]
-	workers chan struct{}
 
-	// related add the Related sources to each shard's loop.
-	related []relatedSource[T]
+	// primary holds the caches of the shards whose keys the Loop reconciles, and loop
+	// reads them (through view).
+	primary *parts[T]
+	loop    *typed.Loop[T]
+	// related acquire, for a shard, the caches of the Related sources sharded by
+	// namespace, and return what joins and what releases them.
+	related []relatedSource
 	// errs are the mistakes of Related calls, returned by Run.
 	errs []error
 
-	mu     sync.Mutex
-	shards map[int]*manager.Cache[T]
+	mu sync.Mutex
+	// held maps each shard whose keys are reconciled to its reconciles' context.
+	held map[int]context.Context
+	// users counts the shards worked on; the typed.Loop runs while it is positive, until
+	// stop is called and done closed.
+	users int
+	stop  context.CancelFunc
+	done  chan struct{}
 }
 
-// relatedSource relates a Related source to the loop of shard sh, whose primary cache is
-// primary. It returns what to call once the shard's loop has returned.
-type relatedSource[T event.Object] func(ctx context.Context, sh Shard, loop *typed.Loop[T], primary *manager.Cache[T]) (release func())
+// relatedSource acquires a Related source's cache of shard sh's objects. It returns
+// what joins it to the Loop once it has synced, and what releases it.
+type relatedSource func(ctx context.Context, sh Shard) (c interface{ WaitForSync(context.Context) error }, join func() error, release func(), err error)
+
+// shardKey is the key of the Shard in the context of its reconciles.
+type shardKey struct{}
 
 // NewLoop returns a Loop that reconciles, with r, the objects of src in the shards s gives
 // this replica, cached by m (which must run for the caches to). opts and preds are those
-// of typed.NewLoop, except that Options.Workers counts the reconciles of the whole
-// replica. Both type arguments of src are inferred:
+// of typed.NewLoop. Both type arguments of src are inferred:
 //
 //	loop := shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps), r, typed.Options{})
 func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src manager.Source[T, L], r typed.Reconciler[T], opts typed.Options, preds ...predicate.Predicate[T]) *Loop[T] {
-	if opts.Workers <= 0 {
-		opts.Workers = 1
-	}
 	if opts.Name == "" {
 		var zero T
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
-	if guard.IsNil(opts.Metrics) {
-		opts.Metrics = nil // typed-nil: none, as typed.NewLoop reads it, not a wrapper around nil
-	}
-	l := &Loop[T]{m: m, sharder: s, r: r, opts: opts, preds: preds, workers: make(chan struct{}, opts.Workers)}
+	l := &Loop[T]{m: m, sharder: s, r: r, opts: opts, preds: preds, primary: newParts[T]()}
 	if src.ListerWatcher != nil {
 		l.acquire = func(sh Shard, opts []manager.CacheOptions[T]) (*manager.Cache[T], error) {
 			in, err := inShard(src, sh)
@@ -100,7 +107,50 @@ func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src
 			return manager.Acquire(m, in, opts...)
 		}
 	}
+	l.loop = typed.NewLoop[T](view[T]{l}, typed.ReconcilerFunc[T](func(ctx context.Context, req typed.Request[T]) (typed.Result, error) {
+		if sh, ok := ctx.Value(shardKey{}).(Shard); ok {
+			sh.Ready()
+		}
+		return l.r.Reconcile(ctx, req)
+	}), opts, preds...)
 	return l
+}
+
+// view is the Loop's shards read as one typed.Source, whose parts are the shards.
+type view[T event.Object] struct{ l *Loop[T] }
+
+func (v view[T]) AddHandler(name string, h controller.Handler[T]) (*controller.Registration, error) {
+	return v.l.primary.AddHandler(name, h)
+}
+
+func (v view[T]) Get(key string) (T, bool) { return v.l.primary.Get(key) }
+
+// Part returns the context of the reconciles of key's shard while this replica works on
+// it.
+func (v view[T]) Part(key string, obj T) (context.Context, bool) {
+	i, ok := v.l.shardOf(key, obj)
+	if !ok {
+		return nil, false
+	}
+	v.l.mu.Lock()
+	defer v.l.mu.Unlock()
+	part, held := v.l.held[i]
+	return part, held
+}
+
+// shardOf returns the shard of key, whose object is obj (the zero T when unknown):
+// known from the key alone when sharding by namespace, from obj's UID otherwise.
+func (l *Loop[T]) shardOf(key string, obj T) (int, bool) {
+	space := l.sharder.opts.Space
+	if space.By == ByNamespace {
+		ns, _ := event.SplitKey(key)
+		return space.OfHash(Hash(ns)), true
+	}
+	var zero T
+	if obj == zero {
+		return 0, false
+	}
+	return space.OfHash(Hash(string(obj.GetUID()))), true
 }
 
 // inShard returns the Source of src's objects in shard sh: its ListerWatchers are
@@ -142,35 +192,22 @@ func (l *Loop[T]) namespaces() []string {
 	return ns
 }
 
-// Cached returns the number of objects cached for each shard this replica works on.
+// Cached returns the number of objects cached for each shard whose keys this replica
+// reconciles.
 func (l *Loop[T]) Cached() map[int]int {
 	if l == nil {
 		return map[int]int{}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[int]int, len(l.shards))
-	for i, c := range l.shards {
-		out[i] = c.Len()
-	}
-	return out
+	return l.primary.lens()
 }
 
 // Get returns the cached object of key if this replica holds its shard.
 func (l *Loop[T]) Get(key string) (T, bool) {
-	var shards map[int]*manager.Cache[T]
-	if l != nil {
-		l.mu.Lock()
-		shards = maps.Clone(l.shards)
-		l.mu.Unlock()
+	if l == nil {
+		var zero T
+		return zero, false
 	}
-	for _, c := range shards {
-		if obj, ok := c.Get(key); ok {
-			return obj, true
-		}
-	}
-	var zero T
-	return zero, false
+	return l.primary.Get(key)
 }
 
 // NeedLeaderElection returns false: every replica runs the Loop, and they divide the
@@ -210,9 +247,10 @@ func (l *Loop[T]) check() error {
 	return nil
 }
 
-// RunShard reconciles the keys of sh until ctx ends, then lets its in-flight reconciles
-// finish and releases its cache. Run calls it for each shard held; call it yourself to
-// run several loops on the shards of one Sharder:
+// RunShard reconciles the keys of sh until ctx ends, then hands the shard over (its
+// reconciles in flight finish, and its deletions are reconciled while sh.Held lasts)
+// and releases its caches. Run calls it for each shard held; call it yourself to run
+// several loops on the shards of one Sharder:
 //
 //	sharder.Run(ctx, func(ctx context.Context, sh shard.Shard) {
 //		var wg sync.WaitGroup
@@ -233,98 +271,157 @@ func (l *Loop[T]) RunShard(ctx context.Context, sh Shard) {
 		l.report(ctx, "", err)
 		return
 	}
+	loopDone := l.start(ctx)
+	defer l.end()
 	c, err := l.acquire(sh, l.copts)
 	if err != nil {
 		l.report(ctx, "", fmt.Errorf("shard %d: %w", sh.Index, err))
 		return
 	}
-	// Released once the loop has returned: it reads the cache until its in-flight
-	// reconciles end. The cache stops if this was its last handle.
+	// Released once the shard is handed over: the Loop reads the cache until then. The
+	// cache stops if this was its last handle.
 	defer func() { <-c.Release() }()
-	name := fmt.Sprintf("%s/shard-%d", l.opts.Name, sh.Index)
-	opts := l.opts
-	opts.Name = name
-	opts.Metrics = l.metrics(sh.Index)
-	loop := typed.NewLoop[T](c, typed.ReconcilerFunc[T](func(ctx context.Context, req typed.Request[T]) (typed.Result, error) {
-		// A key whose shard is given up while it waits for a worker was not reconciled:
-		// ctx's error says so to the Loop, which then drops a live key but keeps a
-		// deletion's last state, to reconcile it before the Lease is released.
-		select {
-		case l.workers <- struct{}{}:
-		case <-ctx.Done():
-			return typed.Result{}, ctx.Err()
+	caches := []interface{ WaitForSync(context.Context) error }{c}
+	var joins []func() error
+	for _, acquire := range l.related {
+		rc, join, release, err := acquire(ctx, sh)
+		if err != nil {
+			l.report(ctx, "", err)
+			continue
 		}
-		defer func() { <-l.workers }()
-		if err := ctx.Err(); err != nil {
-			return typed.Result{}, err // select picked the worker although ctx had ended too
-		}
-		sh.Ready()
-		return l.r.Reconcile(ctx, req)
-	}), opts, l.preds...)
-
-	for _, add := range l.related {
-		if release := add(ctx, sh, loop, c); release != nil {
-			defer release()
-		}
+		defer release()
+		caches = append(caches, rc)
+		joins = append(joins, join)
 	}
-	l.mu.Lock()
-	if l.shards == nil {
-		l.shards = map[int]*manager.Cache[T]{}
-	}
-	l.shards[sh.Index] = c
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		delete(l.shards, sh.Index)
-		l.mu.Unlock()
-	}()
-	// The watch ends with the loop, which may return before ctx ends (an error): the
-	// shard's Lease is then released, and held again only by a later campaign.
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	wg.Go(func() { l.watchShard(wctx, sh, c) })
-	// The shard's next owner lists it, and reconciles every live key; the deletions
-	// queued here are reconciled before the Lease is released.
-	if err := loop.RunHandingOver(ctx, sh.Held()); err != nil {
-		l.report(ctx, "", err)
-	}
-}
-
-// watchShard reports the shard's cached objects every RetryPeriod, and marks the shard
-// ready once its cache has synced empty: no reconcile will say it. A cache that has not
-// synced within two lease durations is logged, with why (Cache.Err).
-func (l *Loop[T]) watchShard(ctx context.Context, sh Shard, c *manager.Cache[T]) {
-	// A shard whose cache does not sync reconciles nothing; say why at the default level,
-	// once: most often its Manager does not run (manager.ErrNotStarted).
-	bound := 2 * l.sharder.opts.LeaseDuration
-	wctx, cancel := context.WithTimeout(ctx, bound)
-	err := c.WaitForSync(wctx)
-	cancel()
-	if err != nil && ctx.Err() == nil {
-		klog.FromContext(ctx).Info("A shard's cache has not synced; the shard reconciles nothing until it does",
-			"loop", l.opts.Name, "shard", sh.Index, "after", bound, "why", c.Err())
-		err = c.WaitForSync(ctx)
-	}
-	if err != nil {
+	if !l.synced(ctx, sh, c, caches) {
 		return
+	}
+
+	// The shard's keys join the Loop: its reconciles run under part, which ends with ctx.
+	part := context.WithValue(ctx, shardKey{}, sh)
+	l.mu.Lock()
+	if l.held == nil {
+		l.held = map[int]context.Context{}
+	}
+	l.held[sh.Index] = part
+	l.mu.Unlock()
+	// The primary first: a related event read before would find its key's object
+	// missing, and reconcile it as deleted.
+	for _, join := range append([]func() error{func() error { return l.primary.join(sh.Index, c) }}, joins...) {
+		if err := join(); err != nil {
+			l.report(ctx, "", fmt.Errorf("shard %d: %w", sh.Index, err))
+		}
 	}
 	if c.Len() == 0 {
-		sh.Ready()
+		sh.Ready() // no reconcile will say it
 	}
-	m := l.sharder.opts.Metrics
-	if m == nil {
+	l.reportMetrics(ctx, sh, c, loopDone)
+
+	// Handed over: the next owner lists the shard and reconciles every live key; the
+	// deletions the Loop holds are reconciled before the Lease is released.
+	mine := func(key string, last T) bool {
+		i, ok := l.shardOf(key, last)
+		return ok && i == sh.Index
+	}
+	if err := l.loop.HandOver(part, sh.Held(), mine); err != nil {
+		l.report(ctx, "", err)
+	}
+	l.primary.leave(sh.Index)
+	l.mu.Lock()
+	delete(l.held, sh.Index)
+	l.mu.Unlock()
+	l.loop.Forget(mine)
+}
+
+// start makes the typed.Loop run, if it does not yet, for a shard worked on until end is
+// called; it returns a channel closed when that run of the Loop ends.
+func (l *Loop[T]) start(ctx context.Context) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.users++
+	if l.users > 1 {
+		return l.done
+	}
+	prev := l.done
+	// The Loop outlives the shard that starts it; its logger is that shard's.
+	lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	l.stop, l.done = stop, done
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev // a run stopping as this one starts
+		}
+		if err := l.loop.Run(lctx); err != nil {
+			l.report(lctx, "", err)
+		}
+	}()
+	return done
+}
+
+// end stops the typed.Loop, and waits for it, when the last shard worked on ends.
+func (l *Loop[T]) end() {
+	l.mu.Lock()
+	l.users--
+	if l.users > 0 {
+		l.mu.Unlock()
 		return
 	}
-	t := time.NewTicker(l.sharder.opts.RetryPeriod)
-	defer t.Stop()
+	stop, done := l.stop, l.done
+	l.mu.Unlock()
+	stop()
+	<-done
+}
+
+// synced waits until every cache of shard sh has synced, and reports false when ctx
+// ends first. A cache that has not synced within two lease durations is logged, with
+// why (Cache.Err): most often its Manager does not run (manager.ErrNotStarted).
+func (l *Loop[T]) synced(ctx context.Context, sh Shard, c *manager.Cache[T], caches []interface{ WaitForSync(context.Context) error }) bool {
+	bound := 2 * l.sharder.opts.LeaseDuration
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	for _, rc := range caches {
+		if rc.WaitForSync(wctx) == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		klog.FromContext(ctx).Info("A shard's cache has not synced; the shard reconciles nothing until it does",
+			"loop", l.opts.Name, "shard", sh.Index, "after", bound, "why", c.Err())
+		wctx = ctx
+		if rc.WaitForSync(ctx) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// reportMetrics reports the shard's cached objects and queued keys every RetryPeriod,
+// until ctx ends or the typed.Loop stops.
+func (l *Loop[T]) reportMetrics(ctx context.Context, sh Shard, c *manager.Cache[T], loopDone <-chan struct{}) {
+	m := l.sharder.opts.Metrics
+	var tick <-chan time.Time
+	if m != nil {
+		t := time.NewTicker(l.sharder.opts.RetryPeriod)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
-		m.ShardObjects(l.sharder.opts.Name, sh.Index, c.Len())
+		if m != nil {
+			m.ShardObjects(l.sharder.opts.Name, sh.Index, c.Len())
+			m.ShardKeys(l.sharder.opts.Name, sh.Index, l.loop.CountQueued(func(key string) bool {
+				obj, _ := c.Get(key)
+				i, ok := l.shardOf(key, obj)
+				return ok && i == sh.Index
+			}))
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-loopDone:
+			return // the Loop failed, and reported why
+		case <-tick:
 		}
 	}
 }
@@ -336,49 +433,6 @@ func (l *Loop[T]) report(ctx context.Context, key string, err error) {
 		return
 	}
 	klog.FromContext(ctx).Error(err, "sharded loop", "loop", l.opts.Name, "key", key)
-}
-
-// metrics gives a shard's loop the replica's loop metrics, and its queue depth to the
-// Sharder's metrics as the shard's keys.
-func (l *Loop[T]) metrics(shard int) typed.Metrics {
-	if l.opts.Metrics == nil && l.sharder.opts.Metrics == nil {
-		return nil
-	}
-	return shardMetrics{loop: l.opts.Metrics, sharder: l.sharder.opts.Metrics, group: l.sharder.opts.Name, shard: shard}
-}
-
-type shardMetrics struct {
-	loop    typed.Metrics
-	sharder Metrics
-	group   string
-	shard   int
-}
-
-func (m shardMetrics) QueueDepth(loop string, depth int) {
-	if m.loop != nil {
-		m.loop.QueueDepth(loop, depth)
-	}
-	if m.sharder != nil {
-		m.sharder.ShardKeys(m.group, m.shard, depth)
-	}
-}
-
-func (m shardMetrics) Retry(loop string) {
-	if m.loop != nil {
-		m.loop.Retry(loop)
-	}
-}
-
-func (m shardMetrics) ReconcileLatency(loop string, d time.Duration) {
-	if m.loop != nil {
-		m.loop.ReconcileLatency(loop, d)
-	}
-}
-
-func (m shardMetrics) ReconcileError(loop string, terminal bool) {
-	if m.loop != nil {
-		m.loop.ReconcileError(loop, terminal)
-	}
 }
 
 // Related makes every event of src's objects reconcile the keys keysOf maps them to, as
@@ -422,54 +476,101 @@ func Related[S event.Object, SL reflect.List, T event.Object](l *Loop[T], src ma
 			return fail(fmt.Errorf("%w: predicate %d of %s", controller.ErrNilArgument, i, name))
 		}
 	}
-	byNamespace := l.sharder != nil && l.sharder.opts.Space.By == ByNamespace
-	l.related = append(l.related, func(ctx context.Context, sh Shard, loop *typed.Loop[T], primary *manager.Cache[T]) func() {
-		// The Loop's namespaces as they are when the shard runs: WithCacheOptions may
-		// come after Related.
+	// The Loop's namespaces as they are when the cache is acquired: WithCacheOptions may
+	// come after Related.
+	cacheOptions := func() manager.CacheOptions[S] {
 		var opts manager.CacheOptions[S]
 		if !src.ClusterScoped {
 			opts.Namespaces = l.namespaces()
 		}
-		var c *manager.Cache[S]
-		var err error
-		if byNamespace {
-			var in manager.Source[S, SL]
-			if in, err = inShard(src, sh); err == nil {
-				c, err = manager.Acquire(l.m, in, opts)
-			}
-		} else {
-			c, err = manager.Acquire(l.m, src, opts)
+		return opts
+	}
+	if l.sharder == nil || l.sharder.opts.Space.By != ByNamespace {
+		// One cache of all of src's objects while the Loop runs; a key whose object no
+		// shard held here caches is dropped by the Loop (see view.Part).
+		if err := typed.Related(l.loop, &whole[S, SL]{m: l.m, src: src, opts: cacheOptions}, keysOf, preds...); err != nil {
+			return fail(err)
 		}
+		return nil
+	}
+	space := l.sharder.opts.Space
+	shards := newParts[S]()
+	l.related = append(l.related, func(ctx context.Context, sh Shard) (interface{ WaitForSync(context.Context) error }, func() error, func(), error) {
+		in, err := inShard(src, sh)
 		if err != nil {
-			l.report(ctx, "", fmt.Errorf("%s, shard %d: %w", name, sh.Index, err))
-			return nil
+			return nil, nil, nil, fmt.Errorf("%s, shard %d: %w", name, sh.Index, err)
 		}
-		mapping := func(obj S) []string {
-			keys := keysOf(obj)
-			held := keys[:0:0]
-			for _, k := range keys {
-				if !byNamespace {
-					// Another shard's key: its own shard's loop reconciles it.
-					if _, ok := primary.Get(k); ok {
-						held = append(held, k)
-					}
-					continue
-				}
-				// The key's object, if any, is cached by its own namespace's shard; here it
-				// would look deleted.
-				if ns, _ := event.SplitKey(k); sh.Space.OfHash(Hash(ns)) != sh.Index {
-					l.report(ctx, k, fmt.Errorf("%w: %s/%s maps to %s, of shard %d; %s is in shard %d",
-						ErrOtherShard, obj.GetNamespace(), obj.GetName(), k, sh.Space.OfHash(Hash(ns)), obj.GetNamespace(), sh.Index))
-					continue
-				}
-				held = append(held, k)
-			}
-			return held
+		c, err := manager.Acquire(l.m, in, cacheOptions())
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s, shard %d: %w", name, sh.Index, err)
 		}
-		if err := typed.Related(loop, c, mapping, preds...); err != nil {
-			l.report(ctx, "", err)
-		}
-		return func() { <-c.Release() }
+		return c, func() error { return shards.join(sh.Index, c) }, func() {
+			shards.leave(sh.Index)
+			<-c.Release()
+		}, nil
 	})
+	err := typed.Related(l.loop, shards, func(obj S) []string {
+		keys := keysOf(obj)
+		held := keys[:0:0]
+		for _, k := range keys {
+			// The key's object, if any, is cached by its own namespace's shard, whose
+			// replica never sees obj.
+			if ns, _ := event.SplitKey(k); space.OfHash(Hash(ns)) != space.OfHash(Hash(obj.GetNamespace())) {
+				l.report(context.Background(), k, fmt.Errorf("%w: %s/%s maps to %s, of shard %d; %s is in shard %d",
+					ErrOtherShard, obj.GetNamespace(), obj.GetName(), k, space.OfHash(Hash(ns)), obj.GetNamespace(), space.OfHash(Hash(obj.GetNamespace()))))
+				continue
+			}
+			held = append(held, k)
+		}
+		return held
+	}, preds...)
+	if err != nil {
+		return fail(err)
+	}
 	return nil
+}
+
+// whole is a source of all of src's objects, whose cache is acquired from m when a
+// handler is added and released with the handler's Registration.
+type whole[S event.Object, SL reflect.List] struct {
+	m    *manager.Manager
+	src  manager.Source[S, SL]
+	opts func() manager.CacheOptions[S]
+
+	mu sync.Mutex
+	c  *manager.Cache[S]
+}
+
+func (w *whole[S, SL]) AddHandler(name string, h controller.Handler[S]) (*controller.Registration, error) {
+	c, err := manager.Acquire(w.m, w.src, w.opts())
+	if err != nil {
+		return nil, err
+	}
+	reg, err := c.AddHandler(name, h)
+	if err != nil {
+		<-c.Release()
+		return nil, err
+	}
+	w.mu.Lock()
+	w.c = c
+	w.mu.Unlock()
+	return controller.Join([]*controller.Registration{reg}, func() {
+		w.mu.Lock()
+		if w.c == c {
+			w.c = nil
+		}
+		w.mu.Unlock()
+		<-c.Release()
+	}), nil
+}
+
+func (w *whole[S, SL]) Get(key string) (S, bool) {
+	w.mu.Lock()
+	c := w.c
+	w.mu.Unlock()
+	if c == nil {
+		var zero S
+		return zero, false
+	}
+	return c.Get(key)
 }

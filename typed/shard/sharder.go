@@ -95,7 +95,7 @@ type Shard struct {
 // first, as soon as the shard moves away (or Sharder.Run ends); until Held ends, work may
 // finish handing the shard over, holding the Lease, which is released only once work
 // returns. A Loop reconciles the deletions it has queued then (see
-// typed.Loop.RunHandingOver): the next owner lists the shard, and cannot know of them. A
+// typed.Loop.HandOver): the next owner lists the shard, and cannot know of them. A
 // Shard not given by a Sharder holds nothing: its Held has ended.
 func (s Shard) Held() context.Context {
 	if s.held == nil {
