@@ -25,6 +25,10 @@
 //     Related, applied before a key is enqueued. They are arguments rather than a field
 //     of Options: Options is not generic, and making it generic would make every caller
 //     spell the object type that NewLoop infers from its source and reconciler.
+//   - Parts: a Source whose keys are held in parts that come and go (the shards of
+//     package typed/shard) makes one Loop serve them all; a part given up is handed
+//     over with HandOver, which reconciles the part's deletions before its holder lets
+//     it go, and Forget.
 //   - Related: events of a secondary kind mapped to primary keys, with OwnerKeys (owner
 //     references) as the ready mapping.
 //
