@@ -19,6 +19,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 )
 
@@ -31,8 +32,8 @@ type partedSource struct {
 	stops map[int]context.CancelFunc
 }
 
-func newPartedSource(src *fake.ListerWatcher[obj, list]) *partedSource {
-	p := &partedSource{Controller: controller.New[obj, list](src), parts: map[int]context.Context{}, stops: map[int]context.CancelFunc{}}
+func newPartedSource(t *testing.T, src *fake.ListerWatcher[obj, list]) *partedSource {
+	p := &partedSource{Controller: testctl.New(t, src, controller.Options[obj]{}), parts: map[int]context.Context{}, stops: map[int]context.CancelFunc{}}
 	for _, i := range []int{1, 2} {
 		p.parts[i], p.stops[i] = context.WithCancel(context.Background())
 	}
@@ -73,7 +74,7 @@ func (p *partedSource) letGo(i int) {
 
 func TestAPartGivenUpDropsItsLiveKeysAndItsHandOverReconcilesItsDeletions(t *testing.T) {
 	src := fake.New[obj, list](cm("p1-a", "1"), cm("p1-b", "1"), cm("p1-c", "1"), cm("p2-a", "1"))
-	ps := newPartedSource(src)
+	ps := newPartedSource(t, src)
 	got := newCalls()
 	blocked, interrupted := make(chan struct{}), make(chan error, 1)
 	var errs []error
@@ -136,7 +137,7 @@ func TestAPartGivenUpDropsItsLiveKeysAndItsHandOverReconcilesItsDeletions(t *tes
 
 func TestADeletionAWorkerTookAfterItsPartEndedIsStillHandedOver(t *testing.T) {
 	src := fake.New[obj, list](cm("p1-a", "1"), cm("p2-a", "1"))
-	ps := newPartedSource(src)
+	ps := newPartedSource(t, src)
 	got := newCalls()
 	l := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(describe(req))
@@ -165,7 +166,7 @@ func TestADeletionAWorkerTookAfterItsPartEndedIsStillHandedOver(t *testing.T) {
 
 func TestAHandOverTakesTheWorkersSlots(t *testing.T) {
 	src := fake.New[obj, list](cm("p1-a", "1"), cm("p2-a", "1"))
-	ps := newPartedSource(src)
+	ps := newPartedSource(t, src)
 	got := newCalls()
 	var inFlight, most atomic.Int32
 	release := make(chan struct{})
@@ -212,7 +213,7 @@ func TestAHandOverTakesTheWorkersSlots(t *testing.T) {
 }
 
 func TestHandOverRefusesNilArguments(t *testing.T) {
-	l := typed.NewLoop[obj](newPartedSource(fake.New[obj, list]()), typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+	l := typed.NewLoop[obj](newPartedSource(t, fake.New[obj, list]()), typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
 		return typed.Result{}, nil
 	}), typed.Options{})
 	ctx := context.Background()
