@@ -111,9 +111,7 @@ func (l *Loop[T]) reconcileDeletion(held context.Context, run *loopRun[T], key s
 	logger := klog.FromContext(held).WithValues("loop", l.opts.Name, "key", key)
 	start := time.Now()
 	res, err := l.reconcile(klog.NewContext(held, logger), deletion(key, last))
-	if l.opts.Metrics != nil {
-		l.opts.Metrics.ReconcileLatency(l.opts.Name, time.Since(start))
-	}
+	l.metrics.Call(held, "ReconcileLatency", func(m Metrics) { m.ReconcileLatency(l.opts.Name, time.Since(start)) })
 	l.mu.Lock()
 	if run.tombstones[key] == last {
 		delete(run.tombstones, key)

@@ -96,8 +96,12 @@ func registered(reg *controller.Registration, err error) (*controller.Registrati
 	return reg, err
 }
 
-// Metrics receives a Loop's counters and gauges. Implementations must be safe for
-// concurrent use.
+// Metrics receives a Loop's counters and gauges. Every method carries the loop's name
+// (Options.Name), so that one sink serves many loops, and no method name is used by
+// another interface of the family (controller.Metrics, shard.Metrics): one type can
+// implement them all, and be given once to a Manager (manager.Metrics). Implementations
+// must be safe for concurrent use; a panic in one of their methods is recovered and
+// logged.
 type Metrics interface {
 	// QueueDepth is called with the number of keys waiting. Its calls are made one at a
 	// time, in the order of the depths they carry, so the last one gives the depth now.
@@ -170,6 +174,9 @@ type Loop[T event.Object] struct {
 	r     Reconciler[T]
 	opts  Options
 	preds []predicate.Predicate[T]
+	// metrics calls Options.Metrics, recovering a panic in it: its calls come from
+	// workers and timers, where nothing else would recover.
+	metrics guard.Metrics[Metrics]
 
 	mu      sync.Mutex
 	depthMu sync.Mutex // orders the QueueDepth reports
@@ -236,12 +243,7 @@ func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds
 	if guard.IsNil(opts.RateLimiter) {
 		opts.RateLimiter = nil
 	}
-	if !guard.IsNil(opts.Metrics) {
-		opts.Metrics = safeMetrics{opts.Metrics}
-	} else {
-		opts.Metrics = nil
-	}
-	return &Loop[T]{src: src, r: r, opts: opts, preds: slices.Clone(preds)}
+	return &Loop[T]{src: src, r: r, opts: opts, preds: slices.Clone(preds), metrics: guard.NewMetrics(opts.Metrics, "loop", opts.Name)}
 }
 
 // Run reconciles until ctx is done: it registers its handlers (on its Source, and on
@@ -423,7 +425,7 @@ func (l *Loop[T]) Enqueue(key string) {
 }
 
 func (l *Loop[T]) depth(q *keyQueue) {
-	if l.opts.Metrics == nil {
+	if !l.metrics.Set() {
 		return
 	}
 	// Under a lock, so that reports arrive in the order of the lengths they carry: a
@@ -431,7 +433,7 @@ func (l *Loop[T]) depth(q *keyQueue) {
 	// leave a stale depth as the gauge's value until the next change.
 	l.depthMu.Lock()
 	defer l.depthMu.Unlock()
-	l.opts.Metrics.QueueDepth(l.opts.Name, q.Len())
+	l.metrics.Call(context.Background(), "QueueDepth", func(m Metrics) { m.QueueDepth(l.opts.Name, q.Len()) })
 }
 
 // retryAfter schedules key to be reconciled again after d at priority p, replacing what
@@ -523,9 +525,7 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 	logger := klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", key)
 	start := time.Now()
 	res, err := l.reconcile(klog.NewContext(rctx, logger), req)
-	if l.opts.Metrics != nil {
-		l.opts.Metrics.ReconcileLatency(l.opts.Name, time.Since(start))
-	}
+	l.metrics.Call(ctx, "ReconcileLatency", func(m Metrics) { m.ReconcileLatency(l.opts.Name, time.Since(start)) })
 	switch {
 	case err != nil && !IsTerminal(err) && interrupted(ctx, err):
 		// Cut short by the Loop stopping, which is routine: not a failure to report or
@@ -549,9 +549,7 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 		l.done(run, key)
 		l.report(ctx, logger, key, fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, l.opts.MaxRetries+1, err), false)
 	default:
-		if l.opts.Metrics != nil {
-			l.opts.Metrics.Retry(l.opts.Name)
-		}
+		l.metrics.Call(ctx, "Retry", func(m Metrics) { m.Retry(l.opts.Name) })
 		l.report(ctx, logger, key, err, false)
 		l.mu.Lock()
 		run.failing[key] = struct{}{}
@@ -600,9 +598,7 @@ func (l *Loop[T]) reconcile(ctx context.Context, req Request[T]) (res Result, er
 // report hands a reconcile error to Options.OnError, or logs it at error level when there
 // is none, so that no error goes unseen and none is reported twice.
 func (l *Loop[T]) report(ctx context.Context, logger klog.Logger, key string, err error, terminal bool) {
-	if l.opts.Metrics != nil {
-		l.opts.Metrics.ReconcileError(l.opts.Name, terminal)
-	}
+	l.metrics.Call(ctx, "ReconcileError", func(m Metrics) { m.ReconcileError(l.opts.Name, terminal) })
 	if l.opts.OnError != nil {
 		defer guard.LogPanic(logger, err, "reconcile error, whose OnError panicked")
 		l.opts.OnError(ctx, key, err)
@@ -614,30 +610,6 @@ func (l *Loop[T]) report(ctx context.Context, logger klog.Logger, key string, er
 		return
 	}
 	logger.Error(err, "reconcile failed", "terminal", terminal)
-}
-
-// safeMetrics keeps a panicking Metrics from ending the process: its calls come from
-// workers and timers, where nothing else would recover.
-type safeMetrics struct{ m Metrics }
-
-func (s safeMetrics) QueueDepth(loop string, depth int) {
-	defer guard.LogPanic(klog.Background(), nil, "Metrics.QueueDepth panicked", "loop", loop)
-	s.m.QueueDepth(loop, depth)
-}
-
-func (s safeMetrics) Retry(loop string) {
-	defer guard.LogPanic(klog.Background(), nil, "Metrics.Retry panicked", "loop", loop)
-	s.m.Retry(loop)
-}
-
-func (s safeMetrics) ReconcileLatency(loop string, d time.Duration) {
-	defer guard.LogPanic(klog.Background(), nil, "Metrics.ReconcileLatency panicked", "loop", loop)
-	s.m.ReconcileLatency(loop, d)
-}
-
-func (s safeMetrics) ReconcileError(loop string, terminal bool) {
-	defer guard.LogPanic(klog.Background(), nil, "Metrics.ReconcileError panicked", "loop", loop)
-	s.m.ReconcileError(loop, terminal)
 }
 
 // safeLimiter keeps a panicking Options.RateLimiter from ending the process: it is

@@ -400,21 +400,21 @@ func (l *Loop[T]) synced(ctx context.Context, sh Shard, c *manager.Cache[T], cac
 // reportMetrics reports the shard's cached objects and queued keys every RetryPeriod,
 // until ctx ends or the typed.Loop stops.
 func (l *Loop[T]) reportMetrics(ctx context.Context, sh Shard, c *manager.Cache[T], loopDone <-chan struct{}) {
-	m := l.sharder.opts.Metrics
 	var tick <-chan time.Time
-	if m != nil {
+	if l.sharder.metrics.Set() {
 		t := time.NewTicker(l.sharder.opts.RetryPeriod)
 		defer t.Stop()
 		tick = t.C
 	}
 	for {
-		if m != nil {
-			m.ShardObjects(l.sharder.opts.Name, sh.Index, c.Len())
-			m.ShardKeys(l.sharder.opts.Name, sh.Index, l.loop.CountQueued(func(key string) bool {
+		if l.sharder.metrics.Set() {
+			l.sharder.metrics.Call(ctx, "ShardObjects", func(m Metrics) { m.ShardObjects(l.sharder.opts.Name, sh.Index, c.Len()) })
+			keys := l.loop.CountQueued(func(key string) bool {
 				obj, _ := c.Get(key)
 				i, ok := l.shardOf(key, obj)
 				return ok && i == sh.Index
-			}))
+			})
+			l.sharder.metrics.Call(ctx, "ShardKeys", func(m Metrics) { m.ShardKeys(l.sharder.opts.Name, sh.Index, keys) })
 		}
 		select {
 		case <-ctx.Done():

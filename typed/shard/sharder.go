@@ -135,6 +135,9 @@ func (s Shard) Ready() {
 // leader does (see leaderelection.Config for the bound on LeaseDuration).
 type Sharder struct {
 	opts Options
+	// metrics calls Options.Metrics, recovering a panic in it: its calls come from
+	// campaigns' goroutines and from reconciles (Shard.Ready).
+	metrics guard.Metrics[Metrics]
 
 	mu      sync.Mutex
 	running bool
@@ -199,11 +202,6 @@ func New(opts Options) (*Sharder, error) {
 	opts.LeaseDuration = cmp.Or(opts.LeaseDuration, leaderelection.DefaultLeaseDuration)
 	opts.RenewDeadline = cmp.Or(opts.RenewDeadline, leaderelection.DefaultRenewDeadline)
 	opts.RetryPeriod = cmp.Or(opts.RetryPeriod, leaderelection.DefaultRetryPeriod)
-	if guard.IsNil(opts.Metrics) {
-		opts.Metrics = nil
-	} else {
-		opts.Metrics = safeMetrics{opts.Metrics}
-	}
 	var errs []error
 	if err := opts.Space.Validate(); err != nil {
 		errs = append(errs, err)
@@ -234,7 +232,7 @@ func New(opts Options) (*Sharder, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	opts.Client = guard.Leases(opts.Client)
-	return &Sharder{opts: opts}, nil
+	return &Sharder{opts: opts, metrics: guard.NewMetrics(opts.Metrics, "sharder", opts.Name)}, nil
 }
 
 func memberLease(group, identity string) string { return group + "-member-" + identity }
@@ -714,9 +712,7 @@ func (s *Sharder) lead(ctx context.Context, i int, c *campaign, work func(contex
 		once.Do(func() {
 			d := time.Since(c.decided)
 			logger.V(2).Info("shard taken over", "handOver", d)
-			if s.opts.Metrics != nil {
-				s.opts.Metrics.HandOver(s.opts.Name, i, d)
-			}
+			s.metrics.Call(ctx, "HandOver", func(m Metrics) { m.HandOver(s.opts.Name, i, d) })
 		})
 	}}
 	s.setLeading(i, c, true)
@@ -735,10 +731,8 @@ func (s *Sharder) setLeading(i int, c *campaign, on bool) {
 	}
 	n := len(s.leading)
 	s.mu.Unlock()
-	if m := s.opts.Metrics; m != nil {
-		m.ShardMoved(s.opts.Name, i, on)
-		m.ShardsHeld(s.opts.Name, n)
-	}
+	s.metrics.Call(context.Background(), "ShardMoved", func(m Metrics) { m.ShardMoved(s.opts.Name, i, on) })
+	s.metrics.Call(context.Background(), "ShardsHeld", func(m Metrics) { m.ShardsHeld(s.opts.Name, n) })
 }
 
 // stop ends every shard's work, waits for the Leases' release, and deletes this
@@ -767,33 +761,4 @@ func (s *Sharder) stop(ctx context.Context) {
 	s.running = false
 	s.work, s.leading = nil, nil
 	s.mu.Unlock()
-}
-
-// safeMetrics keeps a panicking Metrics from ending the process or failing a reconcile:
-// its calls come from campaigns' goroutines and from reconciles (Shard.Ready).
-type safeMetrics struct{ m Metrics }
-
-func (s safeMetrics) ShardsHeld(group string, n int) {
-	defer guard.LogPanic(klog.Background(), nil, "Metrics.ShardsHeld panicked", "sharder", group)
-	s.m.ShardsHeld(group, n)
-}
-
-func (s safeMetrics) ShardMoved(group string, shard int, gained bool) {
-	defer guard.LogPanic(klog.Background(), nil, "Metrics.ShardMoved panicked", "sharder", group, "shard", shard)
-	s.m.ShardMoved(group, shard, gained)
-}
-
-func (s safeMetrics) HandOver(group string, shard int, d time.Duration) {
-	defer guard.LogPanic(klog.Background(), nil, "Metrics.HandOver panicked", "sharder", group, "shard", shard)
-	s.m.HandOver(group, shard, d)
-}
-
-func (s safeMetrics) ShardObjects(group string, shard int, n int) {
-	defer guard.LogPanic(klog.Background(), nil, "Metrics.ShardObjects panicked", "sharder", group, "shard", shard)
-	s.m.ShardObjects(group, shard, n)
-}
-
-func (s safeMetrics) ShardKeys(group string, shard int, n int) {
-	defer guard.LogPanic(klog.Background(), nil, "Metrics.ShardKeys panicked", "sharder", group, "shard", shard)
-	s.m.ShardKeys(group, shard, n)
 }
