@@ -155,6 +155,6 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 		}
 	}
 	if f, err := shard.Filter[*corev1.ConfigMap, *corev1.ConfigMapList](nil, shard.Space{Shards: 2}, []int{0}); f != nil || err != nil {
-		t.Errorf("Filter of a nil ListerWatcher = %v, %v; want a nil *Filtered, which a controller's Run refuses", f, err)
+		t.Errorf("Filter of a nil ListerWatcher = %v, %v; want a nil *Filtered, which controller.New refuses", f, err)
 	}
 }
