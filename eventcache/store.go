@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 
@@ -319,6 +320,16 @@ func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
 		out = append(out, it.obj)
 	}
 	return out, nil
+}
+
+// ByIndexIn returns the objects of namespace that the named index puts under value. It
+// returns an error wrapping ErrNoIndex for an unknown index.
+func (s *Store[T]) ByIndexIn(namespace, index, value string) ([]T, error) {
+	objs, err := s.ByIndex(index, value)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(objs, func(obj T) bool { return obj.GetNamespace() != namespace }), nil
 }
 
 // IndexValues returns the values present in the named index, sorted.

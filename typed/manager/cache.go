@@ -680,6 +680,47 @@ func (c *Cache[T]) Len() int {
 	return n
 }
 
+// Keys returns every key, sorted.
+func (c *Cache[T]) Keys() []string {
+	var out []string
+	for _, mb := range c.view() {
+		out = append(out, mb.ctrl.Store().Keys()...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Range calls fn for every key and object, namespace by namespace, until fn returns
+// false; fn must not write to the cache.
+func (c *Cache[T]) Range(fn func(key string, obj T) bool) {
+	more := true
+	for _, mb := range c.view() {
+		mb.ctrl.Store().Range(func(key string, obj T) bool {
+			more = fn(key, obj)
+			return more
+		})
+		if !more {
+			return
+		}
+	}
+}
+
+// IndexValues returns the values present in the named index, in all the cache's
+// namespaces, sorted. It returns an error wrapping eventcache.ErrNoIndex for an index
+// the cache does not have.
+func (c *Cache[T]) IndexValues(index string) ([]string, error) {
+	var out []string
+	for _, mb := range c.view() {
+		vs, err := mb.ctrl.Store().IndexValues(index)
+		if err != nil {
+			return nil, fmt.Errorf("cache %s: %w", c.name, err)
+		}
+		out = append(out, vs...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
 // HasSynced reports whether the cache holds the initial list of every one of its
 // namespaces (see controller.Controller.HasSynced) and reflects the server: false while
 // the server does not serve its resource (see Err), until the cache has relisted; false

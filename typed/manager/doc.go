@@ -16,8 +16,9 @@
 //	pod, ok := cache.GetByName("a", "web-0") // a *corev1.Pod
 //
 // A scope of several namespaces is one controller per namespace, each shared with every
-// other cache of that namespace, behind a handle that reads them as one store (Get, List,
-// ByIndex, and ByIndexIn for one namespace) and calls a handler one event at a time,
+// other cache of that namespace, behind a handle that reads them as one store, with the read API
+// of a controller's Store (eventcache.Reader: Get, List, ByIndex, ByIndexIn for one
+// namespace, ...), and calls a handler one event at a time,
 // with one controller.Registration for all. Objects are shared: never modify one.
 //
 // The registry is the process's: sharded loops (package shard) acquire their shards'

@@ -13,6 +13,7 @@ import (
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
@@ -178,5 +179,82 @@ func TestACacheWhoseManagerDoesNotRunSaysSo(t *testing.T) {
 	}
 	if err := c.Err(); err != nil {
 		t.Errorf("Err once the Manager runs and the cache synced = %v, want nil", err)
+	}
+}
+
+// readsOf is what every method of the read API answers for a cache of namespaces a,
+// b and c.
+type readsOf struct {
+	Get, GetByName                    bool
+	List, InNamespace, ByIndex, ByIdx []string
+	Keys, Ranged, IndexValues         []string
+	Len                               int
+}
+
+func readAll(t *testing.T, r eventcache.Reader[cm]) readsOf {
+	t.Helper()
+	var out readsOf
+	_, out.Get = r.Get("a/web")
+	_, out.GetByName = r.GetByName("b", "db")
+	out.List, out.InNamespace, out.Keys = keys(r.List()), keys(r.InNamespace("a")), r.Keys()
+	r.Range(func(key string, _ cm) bool { out.Ranged = append(out.Ranged, key); return len(out.Ranged) < 2 })
+	out.Len = len(out.Ranged) + r.Len()
+	var err error
+	objs, err := r.ByIndex("app", "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.ByIndex = keys(objs)
+	if objs, err = r.ByIndexIn("b", "app", "shop"); err != nil {
+		t.Fatal(err)
+	}
+	out.ByIdx = keys(objs)
+	if out.IndexValues, err = r.IndexValues("app"); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{
+		func() error { _, err := r.ByIndex("missing", "x"); return err }(),
+		func() error { _, err := r.ByIndexIn("a", "missing", "x"); return err }(),
+		func() error { _, err := r.IndexValues("missing"); return err }(),
+	} {
+		if !errors.Is(err, eventcache.ErrNoIndex) {
+			t.Errorf("%T: a read of an index the cache lacks: err = %v, want ErrNoIndex", r, err)
+		}
+	}
+	out.Ranged = []string{fmt.Sprint(len(out.Ranged))} // Range's order is no part of the API
+	return out
+}
+
+// A controller's Store and the Manager's cache of several namespaces are one read API
+// (eventcache.Reader), and answer alike for the same objects.
+func TestAStoreAndAManagerCacheAnswerTheSameReadAPI(t *testing.T) {
+	shop, blog := map[string]string{"app": "shop"}, map[string]string{"app": "blog"}
+	objs := []cm{configMap("a", "web", shop), configMap("a", "db", blog), configMap("b", "web", shop),
+		configMap("b", "db", shop), configMap("c", "web", blog)}
+	byApp := func(o cm) ([]string, error) { return []string{o.Labels["app"]}, nil }
+
+	ctrl := testctl.New(t, fake.New[cm, cmList](objs...), controller.Options[cm]{Indexers: eventcache.Indexers[cm]{"app": byApp}})
+	ctx, cancel := context.WithCancel(testContext(t))
+	done := make(chan error, 1)
+	go func() { done <- ctrl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if err := ctrl.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	m := manager.New(manager.Options{})
+	c := acquire(t, m, source(fake.New[cm, cmList](objs...)), manager.CacheOptions[cm]{Namespaces: []string{"a", "b", "c"}}, manager.Index("app", byApp))
+	defer c.Release()
+	run(t, m)
+	if err := c.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	want := readsOf{Get: true, GetByName: true, List: []string{"a/db", "a/web", "b/db", "b/web", "c/web"},
+		InNamespace: []string{"a/db", "a/web"}, ByIndex: []string{"a/web", "b/db", "b/web"}, ByIdx: []string{"b/db", "b/web"},
+		Keys: []string{"a/db", "a/web", "b/db", "b/web", "c/web"}, Ranged: []string{"2"}, IndexValues: []string{"blog", "shop"}, Len: 7}
+	for _, r := range []eventcache.Reader[cm]{ctrl.Store(), c} {
+		if diff := cmp.Diff(want, readAll(t, r)); diff != "" {
+			t.Errorf("%T (-want +got):\n%s", r, diff)
+		}
 	}
 }

@@ -45,8 +45,9 @@ type CreateUpdater[T event.Object] interface {
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
-// CacheReader reads a cached object by namespace and name; *eventcache.Store[T] (a
-// controller's Store()) and a manager's cache handle are CacheReaders.
+// CacheReader reads a cached object by namespace and name: the one method of the read
+// API (eventcache.Reader) the writers need, so that any cache, a controller's Store or a
+// manager.Cache, or a test's map, can be given.
 type CacheReader[T event.Object] interface {
 	GetByName(namespace, name string) (T, bool)
 }
