@@ -2,7 +2,6 @@ package typed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,11 +10,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 )
-
-// ErrHandedOver is reported, wrapped with the reconcile's error, for a deletion whose
-// reconcile during a hand-over (RunHandingOver) failed or asked to be requeued: it is
-// not retried, as the Loop is stopping.
-var ErrHandedOver = errors.New("handed over before the deletion's reconcile succeeded")
 
 // RunHandingOver is Run for a Loop whose keys are moving to another process, such as a
 // shard handed over to another replica: that process will reconcile every live key, as

@@ -20,10 +20,6 @@ import (
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
 
-// ErrOtherShard is reported, wrapped, when a Related mapping sharded by namespace maps an
-// object to a key in another shard than the object's.
-var ErrOtherShard = errors.New("related object mapped to a key of another shard")
-
 // Loop reconciles the keys of the shards this replica holds: for each shard, while the
 // Sharder gives it, a cache of that shard's objects only (the API server filters them,
 // see Filter), all read by one typed.Loop, with one queue and Options.Workers workers

@@ -77,9 +77,6 @@ type Metrics interface {
 	ShardKeys(group string, shard int, n int)
 }
 
-// ErrInvalidOptions is returned, wrapped, by New for options that cannot work.
-var ErrInvalidOptions = errors.New("invalid sharding options")
-
 // Shard is a shard held by this replica, given to the work of a Sharder.
 type Shard struct {
 	// Index is the shard's number, in [0, Space.Shards).
