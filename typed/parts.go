@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/typedinformer/typedinformer/controller"
-
 	"github.com/typedinformer/typedinformer/event"
 )
 
@@ -29,7 +28,7 @@ type Parts[T event.Object] interface {
 // marks the key active in that part; it returns the part's context, or false when no
 // part holds the key, having dropped a live key (and a deletion's last state, unless a
 // hand-over is to reconcile it).
-func (l *Loop[T]) enter(run *loopRun[T], parts Parts[T], req Request[T]) (context.Context, bool) {
+func (l *Loop[T]) enter(run *loopRun[T], req Request[T]) (context.Context, bool) {
 	obj := req.Object
 	if req.Deleted {
 		obj = req.LastKnown
@@ -37,7 +36,7 @@ func (l *Loop[T]) enter(run *loopRun[T], parts Parts[T], req Request[T]) (contex
 	l.mu.Lock()
 	// Under the Loop's lock, so that Forget, which comes once Part no longer holds a
 	// part, finds every last state kept for that part.
-	part, held := parts.Part(req.Key, obj)
+	part, held := l.parts.Part(req.Key, obj)
 	if held && part.Err() == nil {
 		// A HandOver waits for the keys marked active in its part. The part's context
 		// ends before HandOver starts: a key of an ended part is never started.
@@ -131,14 +130,15 @@ func (run *loopRun[T]) activeInLocked(part context.Context) bool {
 	return false
 }
 
-// CountQueued returns how many keys that match selects are queued, not counting those
-// being reconciled. It walks the queue, so call it seldom (to report a gauge).
-func (l *Loop[T]) CountQueued(match func(key string) bool) int {
+// QueuedKeys returns the keys queued, not counting those being reconciled: a copy,
+// taken under the queue's lock, for a gauge reported now and then (how many keys of
+// each part wait) to sort out without holding up the workers.
+func (l *Loop[T]) QueuedKeys() []string {
 	l.mu.Lock()
 	run := l.run
 	l.mu.Unlock()
 	if run == nil {
-		return 0
+		return nil
 	}
-	return run.q.Count(match)
+	return run.q.Keys()
 }

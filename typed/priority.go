@@ -176,18 +176,15 @@ func (q *keyQueue) Pending(key string) bool {
 	return dirty || busy
 }
 
-// Count returns how many queued keys, not counting those being processed, match
-// selects.
-func (q *keyQueue) Count(match func(key string) bool) int {
+// Keys returns the queued keys, not counting those being processed.
+func (q *keyQueue) Keys() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := 0
+	keys := make([]string, 0, q.lenLocked())
 	for i := range q.waiting {
 		for e := q.waiting[i].Front(); e != nil; e = e.Next() {
-			if match(e.Value.(string)) {
-				n++
-			}
+			keys = append(keys, e.Value.(string))
 		}
 	}
-	return n
+	return keys
 }

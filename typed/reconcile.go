@@ -142,6 +142,7 @@ type Source[T event.Object] interface {
 // them. A retry or requeue keeps the priority its key was reconciled with.
 type Loop[T event.Object] struct {
 	src   Source[T]
+	parts Parts[T] // src, when its keys are held in parts; nil otherwise
 	r     Reconciler[T]
 	opts  Options
 	preds []predicate.Predicate[T]
@@ -214,7 +215,8 @@ func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds
 	if guard.IsNil(opts.RateLimiter) {
 		opts.RateLimiter = nil
 	}
-	return &Loop[T]{src: src, r: r, opts: opts, preds: slices.Clone(preds), metrics: guard.NewMetrics(opts.Metrics, "loop", opts.Name)}
+	parts, _ := src.(Parts[T])
+	return &Loop[T]{src: src, parts: parts, r: r, opts: opts, preds: slices.Clone(preds), metrics: guard.NewMetrics(opts.Metrics, "loop", opts.Name)}
 }
 
 // Run reconciles until ctx is done: it registers its handlers (on its Source, and on
@@ -472,8 +474,8 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 		req = deletion(key, req.LastKnown)
 	}
 	rctx := ctx
-	if parts, ok := l.src.(Parts[T]); ok {
-		part, held := l.enter(run, parts, req)
+	if l.parts != nil {
+		part, held := l.enter(run, req)
 		if !held {
 			return true
 		}

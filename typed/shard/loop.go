@@ -311,7 +311,10 @@ func (l *Loop[T]) RunShard(ctx context.Context, sh Shard) {
 	if c.Len() == 0 {
 		sh.Ready() // no reconcile will say it
 	}
-	l.reportMetrics(ctx, sh, c, loopDone)
+	select {
+	case <-ctx.Done():
+	case <-loopDone: // the Loop failed, and reported why
+	}
 
 	// Handed over: the next owner lists the shard and reconciles every live key; the
 	// deletions the Loop holds are reconciled before the Lease is released.
@@ -348,9 +351,14 @@ func (l *Loop[T]) start(ctx context.Context) <-chan struct{} {
 		if prev != nil {
 			<-prev // a run stopping as this one starts
 		}
+		rctx, stopReports := context.WithCancel(lctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { l.reportShards(rctx) })
 		if err := l.loop.Run(lctx); err != nil {
 			l.report(lctx, "", err)
 		}
+		stopReports()
+		wg.Wait()
 	}()
 	return done
 }
@@ -393,31 +401,34 @@ func (l *Loop[T]) synced(ctx context.Context, sh Shard, c *manager.Cache[T], cac
 	return true
 }
 
-// reportMetrics reports the shard's cached objects and queued keys every RetryPeriod,
-// until ctx ends or the typed.Loop stops.
-func (l *Loop[T]) reportMetrics(ctx context.Context, sh Shard, c *manager.Cache[T], loopDone <-chan struct{}) {
-	var tick <-chan time.Time
-	if l.sharder.metrics.Set() {
-		t := time.NewTicker(l.sharder.opts.RetryPeriod)
-		defer t.Stop()
-		tick = t.C
+// reportShards reports, every RetryPeriod while the Loop runs, each shard's cached
+// objects and queued keys to the Sharder's Metrics. One walk of the Loop's queue, copied
+// out of its lock, counts the keys of every shard.
+func (l *Loop[T]) reportShards(ctx context.Context) {
+	if !l.sharder.metrics.Set() {
+		return
 	}
+	t := time.NewTicker(l.sharder.opts.RetryPeriod)
+	defer t.Stop()
 	for {
-		if l.sharder.metrics.Set() {
-			l.sharder.metrics.Call(ctx, "ShardObjects", func(m Metrics) { m.ShardObjects(l.sharder.opts.Name, sh.Index, c.Len()) })
-			keys := l.loop.CountQueued(func(key string) bool {
-				obj, _ := c.Get(key)
-				i, ok := l.shardOf(key, obj)
-				return ok && i == sh.Index
-			})
-			l.sharder.metrics.Call(ctx, "ShardKeys", func(m Metrics) { m.ShardKeys(l.sharder.opts.Name, sh.Index, keys) })
+		queued := map[int]int{}
+		for _, key := range l.loop.QueuedKeys() {
+			var obj T
+			if l.sharder.opts.Space.By != ByNamespace {
+				obj, _ = l.primary.Get(key) // a UID's shard; a namespace's needs no object
+			}
+			if i, ok := l.shardOf(key, obj); ok {
+				queued[i]++
+			}
+		}
+		for i, n := range l.primary.lens() {
+			l.sharder.metrics.Call(ctx, "ShardObjects", func(m Metrics) { m.ShardObjects(l.sharder.opts.Name, i, n) })
+			l.sharder.metrics.Call(ctx, "ShardKeys", func(m Metrics) { m.ShardKeys(l.sharder.opts.Name, i, queued[i]) })
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-loopDone:
-			return // the Loop failed, and reported why
-		case <-tick:
+		case <-t.C:
 		}
 	}
 }

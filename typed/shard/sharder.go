@@ -71,9 +71,11 @@ type Metrics interface {
 	// work being ready (Shard.Ready: for Loop, its first reconcile, or its synced cache
 	// when the shard is empty).
 	HandOver(group string, shard int, d time.Duration)
-	// ShardObjects is called with the number of objects cached for a shard held.
+	// ShardObjects is called every RetryPeriod, for each shard whose keys a Loop
+	// reconciles, with the number of objects cached for it.
 	ShardObjects(group string, shard int, n int)
-	// ShardKeys is called with the number of keys of a shard waiting to be reconciled.
+	// ShardKeys is called with ShardObjects, with the number of the shard's keys queued
+	// in the Loop (not counting those being reconciled).
 	ShardKeys(group string, shard int, n int)
 }
 
