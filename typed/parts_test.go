@@ -1,9 +1,10 @@
 package typed_test
 
-// Tests of a Loop over a Source with Parts (such as the shards a replica holds): a part
-// given up interrupts its reconciles and drops its live keys; its deletions are
-// reconciled by HandOver, within the workers' bound, and nothing of it is kept after
-// Forget.
+// Tests of a Loop over a Source with Parts (such as the shards a replica holds), against
+// DESIGN 14 (one worker per key, never more than Workers) and 15 (deletions never lost,
+// state never leaks): a part given up interrupts its reconciles and drops its live keys;
+// its deletions are reconciled by HandOver, within the workers' bound, and nothing of it
+// is kept after Forget.
 
 import (
 	"context"
@@ -209,6 +210,107 @@ func TestAHandOverTakesTheWorkersSlots(t *testing.T) {
 	}
 	if m := most.Load(); m > 1 {
 		t.Errorf("%d reconciles at once, want at most Options.Workers = 1", m)
+	}
+}
+
+// A reconciler that ignores its context holds up its part's hand-over only while held
+// lasts: HandOver then returns without reconciling the part's deletion beside it (one
+// worker per key), and the Loop keeps serving the other part.
+func TestAHandOverWaitingOnAStuckReconcileEndsWithHeld(t *testing.T) {
+	src := fake.New[obj, list](cm("p1-a", "1"), cm("p1-b", "1"), cm("p2-a", "1"))
+	ps := newPartedSource(t, src)
+	got := newCalls()
+	stuck, release := make(chan struct{}), make(chan struct{})
+	l := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+		if req.Key == "ns/p1-a" && !req.Deleted && req.Object.Data["v"] == "2" {
+			close(stuck)
+			<-release // ignores its context
+		}
+		got.add(describe(req))
+		return typed.Result{}, nil
+	}), typed.Options{Workers: 2})
+	runUntilEnd(context.Background(), t, ps.Run, l.Run)
+	defer close(release)
+	got.wait(t, 3)
+
+	mustUpdate(t, src, cm("p1-a", "2"))
+	<-stuck
+	if _, err := src.Delete("ns", "p1-b"); err != nil {
+		t.Fatal(err)
+	}
+	got.wait(t, 4) // p1-b's deletion, by the other worker
+	if _, err := src.Delete("ns", "p1-a"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "p1-a's deletion waits behind its stuck reconcile", func() bool { return l.Tombstones() == 1 })
+	part := ps.giveUp(1)
+	held, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := l.HandOver(part, held, mine); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("HandOver returned %v after held ended, want at once", d)
+	}
+	if all := got.wait(t, 4); len(all) != 4 {
+		t.Errorf("reconciled %v beside p1-a's stuck reconcile, want nothing", all[4:])
+	}
+	mustUpdate(t, src, cm("p2-a", "2"))
+	if diff := cmp.Diff([]string{"ns/p2-a value=2"}, got.wait(t, 5)[4:]); diff != "" {
+		t.Errorf("the other part after the hand-over (-want +got):\n%s", diff)
+	}
+	ps.letGo(1)
+	l.Forget(mine)
+	if n := l.Tombstones(); n != 0 {
+		t.Errorf("%d last states kept after Forget, want 0", n)
+	}
+}
+
+// Two parts handed over at once each reconcile their own deletions, once.
+func TestTwoPartsHandedOverAtOnceReconcileEachTheirOwnDeletions(t *testing.T) {
+	src := fake.New[obj, list](cm("p1-a", "1"), cm("p2-a", "1"))
+	ps := newPartedSource(t, src)
+	got := newCalls()
+	release := make(chan struct{})
+	var busy atomic.Bool
+	l := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+		if req.Key == "ns/p2-a" && !req.Deleted && req.Object.Data["v"] == "2" && !busy.Swap(true) {
+			<-release // keeps the only worker, so both deletions stay queued
+		}
+		got.add(describe(req))
+		return typed.Result{}, nil
+	}), typed.Options{Workers: 1})
+	runUntilEnd(context.Background(), t, ps.Run, l.Run)
+	got.wait(t, 2)
+	if _, err := src.Create(cm("p2-b", "1")); err != nil {
+		t.Fatal(err)
+	}
+	got.wait(t, 3)
+	mustUpdate(t, src, cm("p2-a", "2"))
+	eventually(t, "the worker busy", func() bool { return busy.Load() })
+	for _, name := range []string{"p1-a", "p2-b"} {
+		if _, err := src.Delete("ns", name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "both deletions queued", func() bool { live, _ := l.Queued(); return live == 2 })
+	p1, p2 := ps.giveUp(1), ps.giveUp(2)
+	close(release)
+	errs := make(chan error, 2)
+	go func() { errs <- l.HandOver(p1, context.Background(), mine) }()
+	go func() {
+		errs <- l.HandOver(p2, context.Background(), func(key string, last obj) bool { return !mine(key, last) })
+	}()
+	for range 2 {
+		if err := receive(t, errs, "both hand-overs return"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := got.wait(t, 6)[3:]
+	slices.Sort(after)
+	if diff := cmp.Diff([]string{"ns/p1-a deleted, last value=1", "ns/p2-a value=2", "ns/p2-b deleted, last value=1"}, after); diff != "" {
+		t.Errorf("reconciles once both parts were given up (-want +got):\n%s", diff)
 	}
 }
 
