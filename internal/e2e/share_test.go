@@ -143,13 +143,19 @@ func TestManagerAndShardedLoopsShareOneWatchPerScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first, second reconcileCounts[cm]
-	firstLoop := shard.NewLoop(m, sharder, cmSrc, first.reconciler(), typed.Options{Name: "first"}).
-		WithCacheOptions(manager.CacheOptions[cm]{Namespaces: scope})
+	firstLoop, err := shard.NewLoop(m, sharder, cmSrc, first.reconciler(), typed.Options{Name: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstLoop.WithCacheOptions(manager.CacheOptions[cm]{Namespaces: scope})
 	if err := shard.Related(firstLoop, secretSrc, func(s *corev1.Secret) []string { return []string{s.Namespace + "/" + s.Name} }); err != nil {
 		t.Fatal(err)
 	}
-	secondLoop := shard.NewLoop(m, sharder, cmSrc, second.reconciler(), typed.Options{Name: "second"}).
-		WithCacheOptions(manager.CacheOptions[cm]{Namespaces: scope})
+	secondLoop, err := shard.NewLoop(m, sharder, cmSrc, second.reconciler(), typed.Options{Name: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondLoop.WithCacheOptions(manager.CacheOptions[cm]{Namespaces: scope})
 	if err := m.Add("shards", manager.EveryReplica(manager.RunnableFunc(func(ctx context.Context) error {
 		return sharder.Run(ctx, func(ctx context.Context, sh shard.Shard) {
 			var wg sync.WaitGroup

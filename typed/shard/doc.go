@@ -40,7 +40,8 @@
 // them), then releases its cache. An object that leaves this replica's scope because its
 // shard moved gets no event at all: it is not deleted, its cache is simply gone (DESIGN
 // 17). An object never leaves a shard by itself, since its UID and namespace never
-// change.
+// change. NewLoop refuses a nil Manager, Sharder, ListerWatcher, reconciler or predicate
+// with an error, before any shard is held.
 //
 // Each shard's cache is a list and a watch of its own, acquired from the Manager's shared
 // caches with the shard's selector in its key: every Loop of the kind on the same Sharder

@@ -31,7 +31,10 @@ func ExampleLoop() {
 		}
 		// The shards' caches are the Manager's, shared with its other loops: it must run.
 		m := manager.New(manager.Options{})
-		loop := shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](clientset.CoreV1().ConfigMaps), reconciler, typed.Options{Workers: 4})
+		loop, err := shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](clientset.CoreV1().ConfigMaps), reconciler, typed.Options{Workers: 4})
+		if err != nil {
+			return err
+		}
 		shard.Related(loop, manager.Namespaced[*corev1.Secret](clientset.CoreV1().Secrets), secretToConfigMap) // optional
 		// The Manager runs it on every replica, leading or not.
 		if err := m.Add("configmaps", loop); err != nil {

@@ -135,7 +135,7 @@ func TestPanickingAndTypedNilMetricsLeaveEveryKeyReconciledAndTheReconcilesUnfai
 	reconciled := map[string]int{}
 	var reported []string
 	var typedNil *nilReceiverMetrics
-	loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			mu.Lock()
 			reconciled[req.Key]++
@@ -146,6 +146,9 @@ func TestPanickingAndTypedNilMetricsLeaveEveryKeyReconciledAndTheReconcilesUnfai
 		reported = append(reported, key+": "+err.Error())
 		mu.Unlock()
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, logCtx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(logCtx)
 	done := make(chan struct{})

@@ -63,7 +63,7 @@ func TestADeletionWaitingForAWorkerWhenItsShardMovesIsReconciledBeforeTheLeaseIs
 		}
 		return true
 	}
-	loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			if req.Key == "default/a" && req.Object != nil && req.Object.Data["v"] == "2" {
 				close(blocked)
@@ -78,6 +78,9 @@ func TestADeletionWaitingForAWorkerWhenItsShardMovesIsReconciledBeforeTheLeaseIs
 			initial.Add(1)
 			return typed.Result{}, nil
 		}), typed.Options{Workers: 1, Metrics: depthOnceSeen{depth, &deletionSeen}}, sawDeletion)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, logCtx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(logCtx)
 	done := make(chan error, 1)

@@ -49,11 +49,10 @@ type Loop[T event.Object] struct {
 	m       *manager.Manager
 	sharder *Sharder
 	// acquire acquires the cache of the objects of the Loop's Source in one shard, as
-	// opts select them; nil for a Source without a ListerWatcher.
+	// opts select them.
 	acquire func(sh Shard, opts []manager.CacheOptions[T]) (*manager.Cache[T], error)
 	r       typed.Reconciler[T]
 	opts    typed.Options
-	preds   []predicate.Predicate[T]
 	copts   []manager.CacheOptions[T]
 
 	// primary holds the caches of the shards whose keys the Loop reconciles, and loop
@@ -87,21 +86,37 @@ type shardKey struct{}
 // this replica, cached by m (which must run for the caches to). opts and preds are those
 // of typed.NewLoop. Both type arguments of src are inferred:
 //
-//	loop := shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps), r, typed.Options{})
-func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src manager.Source[T, L], r typed.Reconciler[T], opts typed.Options, preds ...predicate.Predicate[T]) *Loop[T] {
+//	loop, err := shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps), r, typed.Options{})
+//
+// Mistakes in the arguments are errors here, not at Run: a nil m or s, a src without a
+// ListerWatcher, a nil (or typed-nil) r and a nil predicate are errors wrapping
+// controller.ErrNilArgument that name the argument. A ListerWatcher that gives a typed
+// nil is found when a shard's cache is acquired, and reported then.
+func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src manager.Source[T, L], r typed.Reconciler[T], opts typed.Options, preds ...predicate.Predicate[T]) (*Loop[T], error) {
+	var zero T
+	switch {
+	case m == nil:
+		return nil, fmt.Errorf("%w: NewLoop's manager, for %T", controller.ErrNilArgument, zero)
+	case s == nil:
+		return nil, fmt.Errorf("%w: NewLoop's sharder, for %T", controller.ErrNilArgument, zero)
+	case src.ListerWatcher == nil:
+		return nil, fmt.Errorf("%w: the ListerWatcher of NewLoop's source of %T", controller.ErrNilArgument, zero)
+	case guard.IsNil(r):
+		return nil, fmt.Errorf("%w: NewLoop's reconciler of %T", controller.ErrNilArgument, zero)
+	}
+	if err := predicate.Check(preds, fmt.Sprintf("NewLoop's %T", zero)); err != nil {
+		return nil, err
+	}
 	if opts.Name == "" {
-		var zero T
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
-	l := &Loop[T]{m: m, sharder: s, r: r, opts: opts, preds: preds, primary: newParts[T]()}
-	if src.ListerWatcher != nil {
-		l.acquire = func(sh Shard, opts []manager.CacheOptions[T]) (*manager.Cache[T], error) {
-			in, err := inShard(src, sh)
-			if err != nil {
-				return nil, err
-			}
-			return manager.Acquire(m, in, opts...)
+	l := &Loop[T]{m: m, sharder: s, r: r, opts: opts, primary: newParts[T]()}
+	l.acquire = func(sh Shard, opts []manager.CacheOptions[T]) (*manager.Cache[T], error) {
+		in, err := inShard(src, sh)
+		if err != nil {
+			return nil, err
 		}
+		return manager.Acquire(m, in, opts...)
 	}
 	l.loop = typed.NewLoop[T](view[T]{l}, typed.ReconcilerFunc[T](func(ctx context.Context, req typed.Request[T]) (typed.Result, error) {
 		if sh, ok := ctx.Value(shardKey{}).(Shard); ok {
@@ -109,7 +124,7 @@ func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src
 		}
 		return l.r.Reconcile(ctx, req)
 	}), opts, preds...)
-	return l
+	return l, nil
 }
 
 // view is the Loop's shards read as one typed.Source, whose parts are the shards.
@@ -219,26 +234,15 @@ func (l *Loop[T]) Run(ctx context.Context) error {
 	return l.sharder.Run(ctx, l.RunShard)
 }
 
-// check returns the mistakes in l's arguments, which Run and RunShard refuse to run with.
+// check returns what Run and RunShard refuse to run with: a nil Loop or one not made by
+// NewLoop (whose error went unchecked), and the mistakes of Related calls.
 func (l *Loop[T]) check() error {
 	switch {
-	case l == nil:
-		return fmt.Errorf("%w: a nil Loop", controller.ErrNilArgument)
-	case l.m == nil:
-		return fmt.Errorf("%w: the Loop's manager", controller.ErrNilArgument)
-	case l.sharder == nil:
-		return fmt.Errorf("%w: the Loop's sharder", controller.ErrNilArgument)
-	case l.acquire == nil:
-		return fmt.Errorf("%w: the ListerWatcher of the Loop's Source", controller.ErrNilArgument)
-	case guard.IsNil(l.r):
-		return fmt.Errorf("%w: the Loop's reconciler", controller.ErrNilArgument)
+	case l == nil || l.loop == nil:
+		var zero T
+		return fmt.Errorf("%w: a nil Loop of %T, or one not made by NewLoop", controller.ErrNilArgument, zero)
 	case len(l.errs) > 0:
 		return errors.Join(l.errs...)
-	}
-	for i, p := range l.preds {
-		if p == nil {
-			return fmt.Errorf("%w: the Loop's predicate %d", controller.ErrNilArgument, i)
-		}
 	}
 	return nil
 }
@@ -255,9 +259,9 @@ func (l *Loop[T]) check() error {
 //		wg.Wait()
 //	})
 //
-// The mistakes Run returns as errors (a nil Manager, Sharder, ListerWatcher, reconciler
-// or predicate, a Related call's) make RunShard report them (Options.OnError, or the log)
-// and return at once, as does a cache it cannot acquire (the Manager stopped).
+// The mistakes Run returns as errors (a nil Loop or one not made by NewLoop, a Related
+// call's) make RunShard report them (Options.OnError, or the log) and return at once, as
+// does a cache it cannot acquire (the Manager stopped).
 func (l *Loop[T]) RunShard(ctx context.Context, sh Shard) {
 	if err := l.check(); err != nil {
 		if l == nil {

@@ -140,7 +140,10 @@ func TestShardedLoopReconcilesEachKeyOnItsOwnerAndHandsOverAfterInFlightReconcil
 			}
 		}
 		r := &replica{done: make(chan struct{})}
-		r.loop = shard.NewLoop(runManager(t), s, configMapSource(cluster), rec.reconciler(name, block), typed.Options{Workers: 2})
+		r.loop, err = shard.NewLoop(runManager(t), s, configMapSource(cluster), rec.reconciler(name, block), typed.Options{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
 		_, logCtx := ktesting.NewTestContext(t)
 		ctx, cancel := context.WithCancel(logCtx)
 		r.cancel = cancel
@@ -265,7 +268,7 @@ func TestADeletionQueuedWhenTheShardMovesIsReconciledBeforeTheLeaseIsReleased(t 
 	var initial atomic.Int32
 	blocked := make(chan struct{})
 	depth := make(chan int, 100)
-	loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			if req.Key == "default/a" && req.Object != nil && req.Object.Data["v"] == "2" {
 				close(blocked)
@@ -279,6 +282,9 @@ func TestADeletionQueuedWhenTheShardMovesIsReconciledBeforeTheLeaseIsReleased(t 
 			initial.Add(1)
 			return typed.Result{}, nil
 		}), typed.Options{Metrics: queueMetrics{depth}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, logCtx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(logCtx)
 	done := make(chan error, 1)

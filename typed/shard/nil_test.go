@@ -59,40 +59,69 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	var nilReconciler typed.ReconcilerFunc[*corev1.ConfigMap]
 	var nilClient func(string) corev1client.ConfigMapInterface
 	toKey := func(s *corev1.Secret) []string { return []string{s.Namespace + "/" + s.Name} }
+	// NewLoop refuses its own arguments, and makes no Loop.
+	for _, tc := range []struct {
+		name    string
+		newLoop func() (*shard.Loop[*corev1.ConfigMap], error)
+	}{
+		{"a nil manager", func() (*shard.Loop[*corev1.ConfigMap], error) {
+			return shard.NewLoop(nil, sharder, cms, ok, typed.Options{})
+		}},
+		{"a nil sharder", func() (*shard.Loop[*corev1.ConfigMap], error) {
+			return shard.NewLoop(m, nil, cms, ok, typed.Options{})
+		}},
+		{"a Source with a nil ListerWatcher", func() (*shard.Loop[*corev1.ConfigMap], error) {
+			return shard.NewLoop(m, sharder, manager.Source[*corev1.ConfigMap, *corev1.ConfigMapList]{}, ok, typed.Options{})
+		}},
+		{"a Source of a nil client", func() (*shard.Loop[*corev1.ConfigMap], error) {
+			return shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](nilClient), ok, typed.Options{})
+		}},
+		{"a nil reconciler", func() (*shard.Loop[*corev1.ConfigMap], error) {
+			return shard.NewLoop(m, sharder, cms, nil, typed.Options{})
+		}},
+		{"a typed-nil reconciler", func() (*shard.Loop[*corev1.ConfigMap], error) {
+			return shard.NewLoop(m, sharder, cms, nilReconciler, typed.Options{})
+		}},
+		{"a nil predicate", func() (*shard.Loop[*corev1.ConfigMap], error) {
+			return shard.NewLoop(m, sharder, cms, ok, typed.Options{}, predicate.GenerationChanged[*corev1.ConfigMap], nil)
+		}},
+		{"a combinator of a nil predicate", func() (*shard.Loop[*corev1.ConfigMap], error) {
+			return shard.NewLoop(m, sharder, cms, ok, typed.Options{}, predicate.Not[*corev1.ConfigMap](nil))
+		}},
+	} {
+		t.Run("NewLoop with "+tc.name, func(t *testing.T) {
+			if l, err := tc.newLoop(); !errors.Is(err, controller.ErrNilArgument) || l != nil {
+				t.Errorf("NewLoop = %v, %v; want no Loop and an error wrapping controller.ErrNilArgument", l, err)
+			}
+		})
+	}
+
+	// Run refuses the mistakes of Related, and a Loop NewLoop did not make; RunShard
+	// reports them.
+	newLoop := func(opts typed.Options) *shard.Loop[*corev1.ConfigMap] {
+		l, err := shard.NewLoop(m, sharder, cms, ok, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
 	for _, tc := range []struct {
 		name string
 		loop func() *shard.Loop[*corev1.ConfigMap]
 	}{
-		{"a nil manager", func() *shard.Loop[*corev1.ConfigMap] {
-			return shard.NewLoop(nil, sharder, cms, ok, typed.Options{})
-		}},
-		{"a nil sharder", func() *shard.Loop[*corev1.ConfigMap] {
-			return shard.NewLoop(m, nil, cms, ok, typed.Options{})
-		}},
-		{"a Source with a nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap] {
-			return shard.NewLoop(m, sharder, manager.Source[*corev1.ConfigMap, *corev1.ConfigMapList]{}, ok, typed.Options{})
-		}},
-		{"a Source of a nil client", func() *shard.Loop[*corev1.ConfigMap] {
-			return shard.NewLoop(m, sharder, manager.Namespaced[*corev1.ConfigMap](nilClient), ok, typed.Options{})
-		}},
-		{"a typed-nil reconciler", func() *shard.Loop[*corev1.ConfigMap] {
-			return shard.NewLoop(m, sharder, cms, nilReconciler, typed.Options{})
-		}},
+		{"a Loop not made by NewLoop", func() *shard.Loop[*corev1.ConfigMap] { return new(shard.Loop[*corev1.ConfigMap]) }},
 		{"a Related with a nil ListerWatcher", func() *shard.Loop[*corev1.ConfigMap] {
-			l := shard.NewLoop(m, sharder, cms, ok, typed.Options{})
+			l := newLoop(typed.Options{})
 			shard.Related(l, manager.Source[*corev1.Secret, *corev1.SecretList]{}, toKey)
 			return l
 		}},
-		{"a nil predicate", func() *shard.Loop[*corev1.ConfigMap] {
-			return shard.NewLoop(m, sharder, cms, ok, typed.Options{}, predicate.GenerationChanged[*corev1.ConfigMap], nil)
-		}},
 		{"a Related with a nil predicate", func() *shard.Loop[*corev1.ConfigMap] {
-			l := shard.NewLoop(m, sharder, cms, ok, typed.Options{})
+			l := newLoop(typed.Options{})
 			shard.Related(l, secretSource(fake.NewClientset()), toKey, nil)
 			return l
 		}},
 		{"a Related with a nil mapping", func() *shard.Loop[*corev1.ConfigMap] {
-			l := shard.NewLoop(m, sharder, cms, ok, typed.Options{})
+			l := newLoop(typed.Options{})
 			shard.Related(l, secretSource(fake.NewClientset()), nil)
 			return l
 		}},
@@ -109,20 +138,21 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	}
 	var reported error
 	onError := typed.Options{OnError: func(_ context.Context, _ string, err error) { reported = err }}
-	shard.NewLoop(m, nil, cms, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
+	related := newLoop(onError)
+	shard.Related(related, secretSource(fake.NewClientset()), nil)
+	related.RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
 	if !errors.Is(reported, controller.ErrNilArgument) {
-		t.Errorf("RunShard with a nil sharder reported %v, want an error wrapping controller.ErrNilArgument", reported)
-	}
-	reported = nil
-	shard.NewLoop(nil, sharder, cms, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
-	if !errors.Is(reported, controller.ErrNilArgument) {
-		t.Errorf("RunShard with a nil manager reported %v, want an error wrapping controller.ErrNilArgument", reported)
+		t.Errorf("RunShard with a Related's nil mapping reported %v, want an error wrapping controller.ErrNilArgument", reported)
 	}
 	// A Source whose ListerWatcher is typed-nil is found when a shard's cache is acquired
 	// (manager.Acquire refuses it), not before: RunShard reports it, and returns.
 	reported = nil
 	typedNil := manager.Namespaced[*corev1.ConfigMap](func(string) *shard.Filtered[*corev1.ConfigMap, *corev1.ConfigMapList] { return nil })
-	shard.NewLoop(m, sharder, typedNil, ok, onError).RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
+	typedNilLoop, err := shard.NewLoop(m, sharder, typedNil, ok, onError)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typedNilLoop.RunShard(t.Context(), shard.Shard{Space: shard.Space{Shards: 1}})
 	if !errors.Is(reported, controller.ErrNilArgument) {
 		t.Errorf("RunShard with a typed-nil ListerWatcher reported %v, want an error wrapping controller.ErrNilArgument", reported)
 	}
@@ -140,7 +170,7 @@ func TestNilAndInvalidArgumentsAreErrorsNeverPanics(t *testing.T) {
 	if err := shard.Related(nilLoop, secretSource(fake.NewClientset()), toKey); !errors.Is(err, controller.ErrNilArgument) {
 		t.Errorf("Related of a nil Loop = %v, want an error wrapping controller.ErrNilArgument", err)
 	}
-	if err := shard.Related(shard.NewLoop(m, sharder, cms, ok, typed.Options{}), manager.Source[*corev1.Secret, *corev1.SecretList]{}, toKey); !errors.Is(err, controller.ErrNilArgument) {
+	if err := shard.Related(newLoop(typed.Options{}), manager.Source[*corev1.Secret, *corev1.SecretList]{}, toKey); !errors.Is(err, controller.ErrNilArgument) {
 		t.Errorf("Related with a nil ListerWatcher = %v, want an error wrapping controller.ErrNilArgument", err)
 	}
 	if err := sharder.Run(t.Context(), nil); !errors.Is(err, controller.ErrNilArgument) {

@@ -54,7 +54,7 @@ func TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt(t *testing.T) 
 				if err != nil {
 					t.Fatal(err)
 				}
-				loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
+				loop, err := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 					func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 						// The replica reconciling a key holds its shard, and so caches it
 						// (every key's ConfigMap exists): a shard may move under load, when a
@@ -67,6 +67,9 @@ func TestRelatedObjectsReconcileTheirKeyOnlyOnTheReplicaHoldingIt(t *testing.T) 
 						mu.Unlock()
 						return typed.Result{}, nil
 					}), typed.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
 				shard.Related(loop, secretSource(cluster), func(s *corev1.Secret) []string {
 					return []string{s.Namespace + "/" + s.Name}
 				})
@@ -158,7 +161,7 @@ func TestRelatedByNamespaceKeepsKeysOfOtherShardsOutOfTheShard(t *testing.T) {
 	var mu sync.Mutex
 	var got []reconcile
 	var reported []error
-	loop := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := shard.NewLoop(runManager(t), s, configMapSource(cluster), typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			mu.Lock()
 			got = append(got, reconcile{req.Key, req.Deleted})
@@ -169,6 +172,9 @@ func TestRelatedByNamespaceKeepsKeysOfOtherShardsOutOfTheShard(t *testing.T) {
 		reported = append(reported, err)
 		mu.Unlock()
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	shard.Related(loop, secretSource(cluster), func(s *corev1.Secret) []string {
 		return []string{nsOf[1] + "/config"}
 	})

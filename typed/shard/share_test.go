@@ -124,11 +124,17 @@ func TestLoopsOnOneSharderShareOneWatchPerShardAndRelatedByUIDSharesTheManagersC
 		t.Fatal(err)
 	}
 	var first, second keyRecorder
-	loopA := shard.NewLoop(m, s, cmSrc, first.reconciler(), typed.Options{Name: "first"})
+	loopA, err := shard.NewLoop(m, s, cmSrc, first.reconciler(), typed.Options{Name: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := shard.Related(loopA, secretSrc, func(s *corev1.Secret) []string { return []string{s.Namespace + "/" + s.Name} }); err != nil {
 		t.Fatal(err)
 	}
-	loopB := shard.NewLoop(m, s, cmSrc, second.reconciler(), typed.Options{Name: "second"})
+	loopB, err := shard.NewLoop(m, s, cmSrc, second.reconciler(), typed.Options{Name: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The Manager's own cache of every Secret, as a manager.Loop or a reconciler reads it.
 	secretCache, err := manager.Acquire(m, secretSrc)
 	if err != nil {
@@ -238,7 +244,10 @@ func TestRelatedCachesTakeTheLoopsNamespacesWhateverTheOrderOfTheCalls(t *testin
 		t.Fatal(err)
 	}
 	var rec keyRecorder
-	loop := shard.NewLoop(m, s, cmSrc, rec.reconciler(), typed.Options{})
+	loop, err := shard.NewLoop(m, s, cmSrc, rec.reconciler(), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := shard.Related(loop, secretSrc, func(s *corev1.Secret) []string { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +282,10 @@ func TestAShardWhoseManagerDoesNotRunSaysWhyItReconcilesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec keyRecorder
-	loop := shard.NewLoop(m, s, fakeSource(t, cmFake), rec.reconciler(), typed.Options{Name: "idle"})
+	loop, err := shard.NewLoop(m, s, fakeSource(t, cmFake), rec.reconciler(), typed.Options{Name: "idle"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	logCtx, logs := bufferedContext(t)
 	ctx, cancel := context.WithCancel(logCtx)
 	done := make(chan error, 1)
@@ -310,7 +322,10 @@ func TestAShardGivenUpStopsTheCachesOnlyItUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec keyRecorder
-	loop := shard.NewLoop(m, s, fakeSource(t, cmFake), rec.reconciler(), typed.Options{})
+	loop, err := shard.NewLoop(m, s, fakeSource(t, cmFake), rec.reconciler(), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := shard.Related(loop, fakeSource(t, secretFake), func(*corev1.Secret) []string { return nil }); err != nil {
 		t.Fatal(err)
 	}

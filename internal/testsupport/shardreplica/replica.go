@@ -105,9 +105,12 @@ func Start(ctx context.Context, cfg Config, name string) (*Replica, error) {
 	// leader election): its shutdown stops the caches once the Loop has handed its shards
 	// over.
 	r.Manager = manager.New(manager.Options{})
-	r.Loop = shard.NewLoop(r.Manager, r.Sharder, manager.Namespaced[*corev1.ConfigMap](client.CoreV1().ConfigMaps),
-		typed.ReconcilerFunc[*corev1.ConfigMap](reconcile), typed.Options{Name: "configmaps", Workers: cfg.Workers}).
-		WithCacheOptions(manager.CacheOptions[*corev1.ConfigMap]{Namespaces: []string{cfg.Namespace}})
+	loop, err := shard.NewLoop(r.Manager, r.Sharder, manager.Namespaced[*corev1.ConfigMap](client.CoreV1().ConfigMaps),
+		typed.ReconcilerFunc[*corev1.ConfigMap](reconcile), typed.Options{Name: "configmaps", Workers: cfg.Workers})
+	if err != nil {
+		return nil, err
+	}
+	r.Loop = loop.WithCacheOptions(manager.CacheOptions[*corev1.ConfigMap]{Namespaces: []string{cfg.Namespace}})
 	if err := r.Manager.Add("configmaps", r.Loop); err != nil {
 		return nil, err
 	}
