@@ -7,8 +7,9 @@
 //
 //   - Loop: a level-driven reconciler with client-go's rate limiters, over any Source[T]
 //     (a handler registration and Get: a controller.Controller, a manager.Cache of one
-//     namespace or several, a shard's cache). Events enqueue the keys the source
-//     computed; N workers reconcile them; a worker gets the freshest
+//     namespace or several, a shard's cache). NewLoop refuses a nil source, reconciler
+//     or predicate with an error, as controller.New refuses its mistakes, so that Run
+//     starts only what can run. Events enqueue the keys the source computed; N workers reconcile them; a worker gets the freshest
 //     cached object, or for a deleted object a not-found request carrying its last known
 //     state; a reconcile returns done, requeue-after, an error (retried with capped
 //     exponential backoff, never given up on unless Options.MaxRetries sets a cap) or a

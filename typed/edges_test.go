@@ -67,7 +67,10 @@ func TestAPanickingRateLimiterIsLoggedAndTheKeyStillRetried(t *testing.T) {
 	c := testctl.New(t, src, controller.Options[obj]{})
 	var attempts atomic.Int32
 	var logs logLines
-	l := typed.NewLoop(c, failsOnce(&attempts), typed.Options{RateLimiter: panickingLimiter{}, MaxRetries: 3})
+	l, err := typed.NewLoop(c, failsOnce(&attempts), typed.Options{RateLimiter: panickingLimiter{}, MaxRetries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilCleanup(klog.NewContext(context.Background(), logs.logger()), t, src, c, l)
 	eventually(t, "the failed key retried", func() bool { return attempts.Load() >= 2 })
 	eventually(t, "the panic logged", func() bool { return len(logs.containing("RateLimiter", "When boom")) > 0 })
@@ -91,7 +94,10 @@ func TestRelatedReturnsItsNilArgumentErrors(t *testing.T) {
 		{"a nil predicate", func(l *typed.Loop[obj]) error { return typed.Related(l, c, keysOf, nil) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := typed.NewLoop(c, ok, typed.Options{})
+			l, err := typed.NewLoop(c, ok, typed.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := tc.related(l); !errors.Is(err, controller.ErrNilArgument) {
 				t.Errorf("Related = %v, want controller.ErrNilArgument", err)
 			}
@@ -116,7 +122,7 @@ func TestAReconcileInterruptedByTheLoopStoppingIsNotAFailure(t *testing.T) {
 	var reported atomic.Int32
 	interrupted := make(chan struct{})
 	var deletions atomic.Int32
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 		if req.Deleted && deletions.Add(1) == 1 {
 			close(interrupted)
 			<-ctx.Done()
@@ -125,6 +131,9 @@ func TestAReconcileInterruptedByTheLoopStoppingIsNotAFailure(t *testing.T) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{OnError: func(context.Context, string, error) { reported.Add(1) }, Metrics: &countingMetrics{errors: &reported}})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	handOverDuringADeletion(klog.NewContext(context.Background(), logs.logger()), t, src, c, l, func() { got.wait(t, 1) }, interrupted)
 	if diff := cmp.Diff([]string{"ns/a value=1", "ns/a deleted, last value=1"}, got.wait(t, 2)); diff != "" {
@@ -155,7 +164,7 @@ func TestATerminalErrorWrappingTheContextsIsNotAnInterruption(t *testing.T) {
 	c := testctl.New(t, src, controller.Options[obj]{})
 	var live, deletions, terminal atomic.Int32
 	inDeletion := make(chan struct{})
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 		if !req.Deleted {
 			live.Add(1)
 			return typed.Result{}, nil
@@ -170,6 +179,9 @@ func TestATerminalErrorWrappingTheContextsIsNotAnInterruption(t *testing.T) {
 			terminal.Add(1)
 		}
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	handOverDuringADeletion(context.Background(), t, src, c, l, func() {
 		eventually(t, "ns/a reconciled", func() bool { return live.Load() == 1 })
 	}, inDeletion)
@@ -223,11 +235,18 @@ func (noRegistration) Get(string) (obj, bool) { return nil, false }
 // of returning nil as if its context had ended.
 func TestASourceThatGivesNoRegistrationIsAnError(t *testing.T) {
 	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
-	if err := typed.NewLoop[obj](noRegistration{}, ok, typed.Options{}).Run(t.Context()); !errors.Is(err, typed.ErrNoRegistration) {
+	l, err := typed.NewLoop[obj](noRegistration{}, ok, typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Run(t.Context()); !errors.Is(err, typed.ErrNoRegistration) {
 		t.Errorf("Run over the source = %v, want ErrNoRegistration", err)
 	}
 	c := testctl.New(t, fake.New[obj, list](), controller.Options[obj]{})
-	l := typed.NewLoop(c, ok, typed.Options{})
+	l, err = typed.NewLoop(c, ok, typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := typed.Related[obj](l, noRegistration{}, func(obj) []string { return nil }); err != nil {
 		t.Fatal(err)
 	}

@@ -20,10 +20,13 @@ func TestEnqueueReconcilesAKeyOnceWhetherOrNotTheLoopRuns(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := testctl.New(t, src, controller.Options[obj]{})
 	got := newCalls()
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilEnd(context.Background(), t, c.Run)
 	if err := c.WaitForSync(t.Context()); err != nil {
 		t.Fatal(err)

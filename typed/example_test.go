@@ -30,7 +30,7 @@ func ExampleLoop() {
 		return
 	}
 	reconciled := make(chan string)
-	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			if req.Deleted {
 				reconciled <- fmt.Sprintf("%s deleted, last known data %v", req.Key, req.LastKnown.Data)
@@ -39,6 +39,10 @@ func ExampleLoop() {
 			}
 			return typed.Result{}, nil
 		}), typed.Options{Workers: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -67,12 +71,16 @@ func ExamplePredicate() {
 		return
 	}
 	reconciled := make(chan string)
-	loop := typed.NewLoop(deployments, typed.ReconcilerFunc[*appsv1.Deployment](
+	loop, err := typed.NewLoop(deployments, typed.ReconcilerFunc[*appsv1.Deployment](
 		func(_ context.Context, req typed.Request[*appsv1.Deployment]) (typed.Result, error) {
 			reconciled <- fmt.Sprintf("%s: generation %d, %d ready", req.Key, req.Object.Generation, req.Object.Status.ReadyReplicas)
 			return typed.Result{}, nil
 		}), typed.Options{},
 		predicate.Or[*appsv1.Deployment](predicate.GenerationChanged, predicate.LabelsChanged))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -119,7 +127,7 @@ func ExampleRelated() {
 	}
 
 	reconciled := make(chan string)
-	loop := typed.NewLoop(replicaSets, typed.ReconcilerFunc[*appsv1.ReplicaSet](
+	loop, err := typed.NewLoop(replicaSets, typed.ReconcilerFunc[*appsv1.ReplicaSet](
 		func(_ context.Context, req typed.Request[*appsv1.ReplicaSet]) (typed.Result, error) {
 			owned := 0
 			for _, p := range pods.Store().InNamespace(req.Namespace) {
@@ -130,6 +138,10 @@ func ExampleRelated() {
 			reconciled <- fmt.Sprintf("%s owns %d pods", req.Key, owned)
 			return typed.Result{}, nil
 		}), typed.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	typed.Related(loop, pods, typed.OwnerKeys[*corev1.Pod](schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}, meta.RESTScopeNamespace))
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -26,7 +26,7 @@ import (
 // ErrHandedOver, and not retried. It returns once no deletion is left, or at once after
 // the in-flight reconciles when held ends (their context is held's), dropping the rest.
 //
-// A nil held is an error wrapping controller.ErrNilArgument, as are the arguments Run refuses.
+// A nil held is an error wrapping controller.ErrNilArgument, as is a Loop Run refuses.
 func (l *Loop[T]) RunHandingOver(ctx, held context.Context) error {
 	if held == nil {
 		return fmt.Errorf("%w: RunHandingOver's held context", controller.ErrNilArgument)

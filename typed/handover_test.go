@@ -48,7 +48,8 @@ func newHandOverFixture(t *testing.T, workers int) *handOverFixture {
 	}
 	f.c = testctl.New(t, f.src, controller.Options[obj]{})
 	var rFailed atomic.Bool
-	f.loop = typed.NewLoop(f.c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+	var err error
+	f.loop, err = typed.NewLoop(f.c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 		if f.inFlight.Add(1) > int32(workers) {
 			f.overlap.Store(true)
 		}
@@ -69,6 +70,9 @@ func newHandOverFixture(t *testing.T, workers int) *handOverFixture {
 		return typed.Result{}, nil
 	}), typed.Options{Workers: workers, RateLimiter: &fixedDelay{d: time.Hour, requeues: map[string]int{}},
 		OnError: func(_ context.Context, _ string, err error) { f.errs <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilEnd(context.Background(), t, f.c.Run)
 	return f
 }
@@ -199,7 +203,7 @@ func TestAFailedDeletionDuringTheHandOverIsReportedOnceAndNotRetried(t *testing.
 			got := newCalls()
 			var errs []error
 			var mu sync.Mutex
-			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+			l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 				if req.Key == "ns/a" && !req.Deleted && req.Object.Data["v"] == "2" {
 					close(blocked)
 					<-release
@@ -215,6 +219,9 @@ func TestAFailedDeletionDuringTheHandOverIsReportedOnceAndNotRetried(t *testing.
 				errs = append(errs, err)
 				mu.Unlock()
 			}})
+			if err != nil {
+				t.Fatal(err)
+			}
 			runUntilEnd(context.Background(), t, c.Run)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -281,9 +288,12 @@ func TestRunHandingOverStopsWhenHeldEnds(t *testing.T) {
 
 func TestRunHandingOverWithANilHeldIsAnError(t *testing.T) {
 	src := fake.New[obj, list]()
-	l := typed.NewLoop(testctl.New(t, src, controller.Options[obj]{}), typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(testctl.New(t, src, controller.Options[obj]{}), typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	//nolint:staticcheck // a nil context is what this attacks
 	if err := l.RunHandingOver(t.Context(), nil); !errors.Is(err, controller.ErrNilArgument) {
 		t.Errorf("RunHandingOver with a nil held = %v, want an error wrapping controller.ErrNilArgument", err)

@@ -78,10 +78,13 @@ func TestLoopReconcilesOnlyTheEventsItsPredicatesPass(t *testing.T) {
 			src := fake.New[obj, list](versioned("1", 1, nil, nil))
 			c := testctl.New(t, src, controller.Options[obj]{})
 			got := newCalls()
-			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+			l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 				got.add(describe(req))
 				return typed.Result{}, nil
 			}), typed.Options{}, tt.preds...)
+			if err != nil {
+				t.Fatal(err)
+			}
 			runUntilCleanup(context.Background(), t, src, c, l)
 			want := []string{"ns/a value=1"}
 			got.wait(t, len(want))
@@ -135,7 +138,7 @@ func TestAFilteredDeletionNeitherLosesNorLeaksItsLastState(t *testing.T) {
 			c := testctl.New(t, src, controller.Options[obj]{})
 			got := newCalls()
 			blocked, release := make(chan struct{}), make(chan error, 1)
-			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+			l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 				got.add(describe(req))
 				if req.Key == tt.block && !req.Deleted && req.Object.Data["v"] == "2" {
 					close(blocked)
@@ -143,6 +146,9 @@ func TestAFilteredDeletionNeitherLosesNorLeaksItsLastState(t *testing.T) {
 				}
 				return typed.Result{}, nil
 			}), typed.Options{RateLimiter: fastRetries, OnError: func(context.Context, string, error) {}}, noDeletions)
+			if err != nil {
+				t.Fatal(err)
+			}
 			runUntilCleanup(context.Background(), t, src, c, l)
 			t.Cleanup(func() {
 				select {
@@ -196,7 +202,7 @@ func TestAPanickingPredicateLetsTheEventThroughAndIsReported(t *testing.T) {
 	c := testctl.New(t, src, controller.Options[obj]{})
 	got := newCalls()
 	errs := make(chan error, 10)
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{OnError: func(_ context.Context, _ string, err error) { errs <- err }},
@@ -206,6 +212,9 @@ func TestAPanickingPredicateLetsTheEventThroughAndIsReported(t *testing.T) {
 			}
 			return true
 		})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilCleanup(context.Background(), t, src, c, l)
 	got.wait(t, 1)
 	if _, err := src.Update(cm("a", "2")); err != nil {
@@ -230,10 +239,13 @@ func TestRelatedMapsOnlyTheEventsItsPredicatesPass(t *testing.T) {
 	pc := testctl.New(t, primaries, controller.Options[obj]{})
 	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
-	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(req.Key)
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	typed.Related(l, sc, func(s *corev1.Secret) []string { return []string{"ns/" + s.OwnerReferences[0].Name} }, predicate.LabelsChanged)
 	ctx := runUntilEnd(context.Background(), t, pc.Run, sc.Run, l.Run)
 	got.wait(t, 2)

@@ -53,10 +53,13 @@ func TestLoopReconcilesTheKeysTheControllerComputed(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := testctl.New(t, src, controller.Options[obj]{KeyFunc: func(o obj) (string, error) { return "cm:" + o.Name, nil }})
 	got := newCalls()
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(fmt.Sprintf("%s (%s/%s)", describe(req), req.Namespace, req.Name))
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilCleanup(context.Background(), t, src, c, l)
 	got.wait(t, 1)
 	if _, err := src.Delete("ns", "a"); err != nil {
@@ -74,7 +77,7 @@ func TestDeletionKeepsItsLastStateWhenTheKeyIsDeletedAgainDuringItsReconcile(t *
 	got := newCalls()
 	inFirstDeletion, release := make(chan struct{}), make(chan struct{})
 	var deletions atomic.Int32
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		if req.Deleted && deletions.Add(1) == 1 {
 			close(inFirstDeletion)
 			<-release
@@ -82,6 +85,9 @@ func TestDeletionKeepsItsLastStateWhenTheKeyIsDeletedAgainDuringItsReconcile(t *
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilCleanup(context.Background(), t, src, c, l)
 	got.wait(t, 1)
 	if _, err := src.Delete("ns", "a"); err != nil {
@@ -143,7 +149,7 @@ func TestDeletionsLastStatesAreDroppedWhateverTheReconcilesOutcome(t *testing.T)
 			c := testctl.New(t, src, controller.Options[obj]{})
 			var given atomic.Int32 // deletions whose reconcile ended for good
 			live := newCalls()
-			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+			l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 				if !req.Deleted {
 					live.add(req.Key)
 					return typed.Result{}, nil
@@ -158,6 +164,9 @@ func TestDeletionsLastStatesAreDroppedWhateverTheReconcilesOutcome(t *testing.T)
 						given.Add(1)
 					}
 				}})
+			if err != nil {
+				t.Fatal(err)
+			}
 			runUntilCleanup(context.Background(), t, src, c, l)
 			// Deleted before the loop has seen it, an object is never reconciled at all:
 			// its pending addition and deletion cancel out.
@@ -195,13 +204,16 @@ func TestDeletionsLastStateIsKeptWhileItsKeyIsPending(t *testing.T) {
 			c := testctl.New(t, src, controller.Options[obj]{})
 			got := newCalls()
 			var deletions atomic.Int32
-			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+			l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 				got.add(describe(req))
 				if req.Deleted && deletions.Add(1) <= 3 {
 					return tt.pending()
 				}
 				return typed.Result{}, nil
 			}), typed.Options{RateLimiter: fastRetries, OnError: func(context.Context, string, error) {}})
+			if err != nil {
+				t.Fatal(err)
+			}
 			runUntilCleanup(context.Background(), t, src, c, l)
 			got.wait(t, 1)
 			if _, err := src.Delete("ns", "a"); err != nil {
@@ -223,10 +235,13 @@ func TestASecondRunWhileRunningIsAnErrorAndRunAfterReturnWorks(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := testctl.New(t, src, controller.Options[obj]{})
 	got := newCalls()
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilEnd(context.Background(), t, c.Run)
 
 	for round := 1; round <= 3; round++ {
@@ -251,7 +266,7 @@ func TestConcurrentRunsNeverReconcileAKeyTwiceAtOnce(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := testctl.New(t, src, controller.Options[obj]{})
 	var active, overlaps atomic.Int32
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
 		if active.Add(1) > 1 {
 			overlaps.Add(1)
 		}
@@ -259,6 +274,9 @@ func TestConcurrentRunsNeverReconcileAKeyTwiceAtOnce(t *testing.T) {
 		active.Add(-1)
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = c.Run(ctx) })
@@ -334,7 +352,7 @@ func TestTerminalCancelsWhatAnEarlierReconcileScheduled(t *testing.T) {
 			clk := testingclock.NewFakeClock(time.Now())
 			var attempts atomic.Int32
 			got := newCalls()
-			l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+			l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 				defer got.add(req.Key)
 				if req.Key != "ns/a" {
 					return typed.Result{}, nil
@@ -350,6 +368,9 @@ func TestTerminalCancelsWhatAnEarlierReconcileScheduled(t *testing.T) {
 				return typed.Result{}, nil
 			}), typed.Options{Clock: clk, RateLimiter: &fixedDelay{d: time.Second, requeues: map[string]int{}},
 				OnError: func(context.Context, string, error) {}})
+			if err != nil {
+				t.Fatal(err)
+			}
 			runUntilCleanup(context.Background(), t, src, c, l)
 			got.wait(t, 1)
 			eventually(t, "the first reconcile scheduled a retry", func() bool { return l.ScheduledRetries() == 1 })
@@ -439,7 +460,7 @@ func TestReconcileErrorsAreLoggedAtErrorLevelWithTheLoopAndKey(t *testing.T) {
 	c := testctl.New(t, src, controller.Options[obj]{})
 	var logs logLines
 	var attempts atomic.Int32
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 		klog.FromContext(ctx).Info("reconciling")
 		switch attempts.Add(1) {
 		case 1:
@@ -449,6 +470,9 @@ func TestReconcileErrorsAreLoggedAtErrorLevelWithTheLoopAndKey(t *testing.T) {
 		}
 		return typed.Result{}, nil
 	}), typed.Options{Name: "mirror", RateLimiter: fastRetries})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilCleanup(klog.NewContext(context.Background(), logs.logger()), t, src, c, l)
 	eventually(t, "three reconciles", func() bool { return attempts.Load() >= 3 })
 	if got := logs.containing(`"msg"="reconciling"`, `"loop"="mirror"`, `"key"="ns/a"`); len(got) < 3 {
@@ -471,10 +495,13 @@ func TestRelatedCalledWhileTheLoopRunsTakesEffect(t *testing.T) {
 	pc := testctl.New(t, primaries, controller.Options[obj]{})
 	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
-	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(req.Key)
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := runUntilEnd(context.Background(), t, pc.Run, sc.Run, l.Run)
 	got.wait(t, 1)
 	typed.Related(l, sc, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}, meta.RESTScopeNamespace))
@@ -552,13 +579,16 @@ func TestPanickingCallbacksDoNotStopTheLoop(t *testing.T) {
 	c := testctl.New(t, src, controller.Options[obj]{})
 	var attempts atomic.Int32
 	var logs logLines
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
 		if attempts.Add(1) < 3 {
 			return typed.Result{}, errors.New("boom")
 		}
 		return typed.Result{}, nil
 	}), typed.Options{RateLimiter: fastRetries, Metrics: panickyMetrics{},
 		OnError: func(context.Context, string, error) { panic("OnError boom") }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilCleanup(klog.NewContext(context.Background(), logs.logger()), t, src, c, l)
 	eventually(t, "the key is retried until it succeeds", func() bool { return attempts.Load() >= 3 })
 	if got := logs.containing(`"error"="boom"`, `OnError boom`); len(got) != 2 {
@@ -570,28 +600,63 @@ func TestNilArgumentsAreErrorsNotPanics(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := testctl.New(t, src, controller.Options[obj]{})
 	ok := typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) { return typed.Result{}, nil })
-	related := func(l *typed.Loop[obj], sc *controller.Controller[obj, list], keysOf func(obj) []string) *typed.Loop[obj] {
-		typed.Related(l, sc, keysOf)
+	// NewLoop refuses its own arguments, and makes no Loop.
+	for _, tt := range []struct {
+		name    string
+		newLoop func() (*typed.Loop[obj], error)
+	}{
+		{"a nil source", func() (*typed.Loop[obj], error) { return typed.NewLoop[obj](nil, ok, typed.Options{}) }},
+		{"a typed-nil controller", func() (*typed.Loop[obj], error) {
+			return typed.NewLoop((*controller.Controller[obj, list])(nil), ok, typed.Options{})
+		}},
+		{"a nil reconciler", func() (*typed.Loop[obj], error) { return typed.NewLoop(c, nil, typed.Options{}) }},
+		{"a nil ReconcilerFunc", func() (*typed.Loop[obj], error) {
+			return typed.NewLoop(c, typed.ReconcilerFunc[obj](nil), typed.Options{})
+		}},
+		{"a nil predicate", func() (*typed.Loop[obj], error) {
+			return typed.NewLoop(c, ok, typed.Options{}, predicate.LabelsChanged, nil)
+		}},
+		{"a combinator of a nil predicate", func() (*typed.Loop[obj], error) {
+			return typed.NewLoop(c, ok, typed.Options{}, predicate.Not[obj](nil))
+		}},
+	} {
+		t.Run("NewLoop with "+tt.name, func(t *testing.T) {
+			if l, err := tt.newLoop(); !errors.Is(err, controller.ErrNilArgument) || l != nil {
+				t.Errorf("NewLoop = %v, %v; want no Loop and an error wrapping controller.ErrNilArgument", l, err)
+			}
+			verifyNoLeaks(t)
+		})
+	}
+
+	// Run refuses a Loop NewLoop did not make, and the mistakes of Related.
+	related := func(sc *controller.Controller[obj, list], keysOf func(obj) []string, preds ...predicate.Predicate[obj]) *typed.Loop[obj] {
+		l, err := typed.NewLoop(c, ok, typed.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		typed.Related(l, sc, keysOf, preds...)
 		return l
 	}
+	var nilLoop *typed.Loop[obj]
+	all := func(string, obj) bool { return true }
 	tests := []struct {
 		name string
 		run  func(ctx context.Context) error
 		want error
 	}{
-		{"a Loop over a nil source", typed.NewLoop[obj](nil, ok, typed.Options{}).Run, controller.ErrNilArgument},
-		{"a Loop over a typed-nil controller", typed.NewLoop((*controller.Controller[obj, list])(nil), ok, typed.Options{}).Run, controller.ErrNilArgument},
-		{"a Loop with a nil reconciler", typed.NewLoop(c, nil, typed.Options{}).Run, controller.ErrNilArgument},
-		{"a Loop with a nil ReconcilerFunc", typed.NewLoop(c, typed.ReconcilerFunc[obj](nil), typed.Options{}).Run, controller.ErrNilArgument},
-		{"a Loop related to a nil controller", related(typed.NewLoop(c, ok, typed.Options{}), nil, func(obj) []string { return nil }).Run, controller.ErrNilArgument},
-		{"a Loop related through a nil mapping", related(typed.NewLoop(c, ok, typed.Options{}), c, nil).Run, controller.ErrNilArgument},
-		{"a Loop with a nil predicate", typed.NewLoop(c, ok, typed.Options{}, predicate.LabelsChanged, nil).Run, controller.ErrNilArgument},
-		{"a Loop with a combinator of a nil predicate", typed.NewLoop(c, ok, typed.Options{}, predicate.Not[obj](nil)).Run, controller.ErrNilArgument},
-		{"a Loop related with a nil predicate", func(ctx context.Context) error {
-			l := typed.NewLoop(c, ok, typed.Options{})
-			typed.Related(l, c, func(obj) []string { return nil }, predicate.Or[obj](predicate.LabelsChanged, nil))
-			return l.Run(ctx)
+		{"a nil Loop", nilLoop.Run, controller.ErrNilArgument},
+		{"a Loop not made by NewLoop", new(typed.Loop[obj]).Run, controller.ErrNilArgument},
+		{"RunHandingOver of a nil Loop", func(ctx context.Context) error { return nilLoop.RunHandingOver(ctx, ctx) }, controller.ErrNilArgument},
+		{"RunHandingOver of a Loop not made by NewLoop", func(ctx context.Context) error {
+			return new(typed.Loop[obj]).RunHandingOver(ctx, ctx)
 		}, controller.ErrNilArgument},
+		{"HandOver of a nil Loop", func(ctx context.Context) error { return nilLoop.HandOver(ctx, ctx, all) }, controller.ErrNilArgument},
+		{"HandOver of a Loop not made by NewLoop", func(ctx context.Context) error {
+			return new(typed.Loop[obj]).HandOver(ctx, ctx, all)
+		}, controller.ErrNilArgument},
+		{"a Loop related to a nil controller", related(nil, func(obj) []string { return nil }).Run, controller.ErrNilArgument},
+		{"a Loop related through a nil mapping", related(c, nil).Run, controller.ErrNilArgument},
+		{"a Loop related with a nil predicate", related(c, func(obj) []string { return nil }, predicate.Or[obj](predicate.LabelsChanged, nil)).Run, controller.ErrNilArgument},
 		{"RunAll with a nil function", func(ctx context.Context) error { return typed.RunAll(ctx, nil) }, controller.ErrNilArgument},
 		{"a nil handler", func(context.Context) error { _, err := c.AddHandler("nil", nil); return err }, controller.ErrNilHandler},
 		{"a nil HandlerFunc", func(context.Context) error {
@@ -618,10 +683,13 @@ func TestRelatedMappingToAKeyThatNamesNothingIsReportedNotReconciled(t *testing.
 	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
 	errs := make(chan error, 10)
-	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{OnError: func(_ context.Context, _ string, err error) { errs <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	typed.Related(l, sc, func(s *corev1.Secret) []string {
 		if s.Name == "panics" {
 			panic("mapping boom")
@@ -658,10 +726,13 @@ func TestRunsEndForgetsTheFailuresItCountedInAGivenRateLimiter(t *testing.T) {
 	c := testctl.New(t, src, controller.Options[obj]{})
 	limiter := &fixedDelay{d: time.Hour, requeues: map[string]int{}} // a retry never comes due
 	failed := make(chan struct{}, 10)
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
 		defer func() { failed <- struct{}{} }()
 		return typed.Result{}, errors.New("boom")
 	}), typed.Options{RateLimiter: limiter, OnError: func(context.Context, string, error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilEnd(context.Background(), t, c.Run)
 	for term := 1; term <= 3; term++ {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -77,10 +77,12 @@ func (l *Loop[T]) leave(run *loopRun[T], key string) {
 // It returns once a round finds no deletion of the part left, or once held ends. The
 // part's live keys still queued are dropped when a worker takes them. Once Part no
 // longer holds the part, call Forget(mine) to drop what is left of it. HandOver returns
-// at once if the Loop does not run: Run's end dropped everything. Nil arguments are
-// errors wrapping controller.ErrNilArgument.
+// at once if the Loop does not run: Run's end dropped everything. Nil arguments, and a
+// nil Loop or one not made by NewLoop, are errors wrapping controller.ErrNilArgument.
 func (l *Loop[T]) HandOver(part, held context.Context, mine func(key string, last T) bool) error {
-	switch {
+	switch err := l.made(); {
+	case err != nil:
+		return err
 	case part == nil || held == nil:
 		return fmt.Errorf("%w: HandOver's part or held context", controller.ErrNilArgument)
 	case mine == nil:

@@ -80,7 +80,7 @@ func TestAPartGivenUpDropsItsLiveKeysAndItsHandOverReconcilesItsDeletions(t *tes
 	blocked, interrupted := make(chan struct{}), make(chan error, 1)
 	var errs []error
 	var errMu sync.Mutex
-	l := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 		if req.Key == "ns/p1-a" && !req.Deleted && req.Object.Data["v"] == "2" {
 			close(blocked)
 			<-ctx.Done() // in flight until its part is given up
@@ -94,6 +94,9 @@ func TestAPartGivenUpDropsItsLiveKeysAndItsHandOverReconcilesItsDeletions(t *tes
 		errs = append(errs, err)
 		errMu.Unlock()
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilEnd(context.Background(), t, ps.Run, l.Run)
 	got.wait(t, 4)
 
@@ -140,10 +143,13 @@ func TestADeletionAWorkerTookAfterItsPartEndedIsStillHandedOver(t *testing.T) {
 	src := fake.New[obj, list](cm("p1-a", "1"), cm("p2-a", "1"))
 	ps := newPartedSource(t, src)
 	got := newCalls()
-	l := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilEnd(context.Background(), t, ps.Run, l.Run)
 	got.wait(t, 2)
 
@@ -172,7 +178,7 @@ func TestAHandOverTakesTheWorkersSlots(t *testing.T) {
 	var inFlight, most atomic.Int32
 	release := make(chan struct{})
 	blocked := make(chan struct{})
-	l := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -184,6 +190,9 @@ func TestAHandOverTakesTheWorkersSlots(t *testing.T) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilEnd(context.Background(), t, ps.Run, l.Run)
 	got.wait(t, 2)
 
@@ -221,7 +230,7 @@ func TestAHandOverWaitingOnAStuckReconcileEndsWithHeld(t *testing.T) {
 	ps := newPartedSource(t, src)
 	got := newCalls()
 	stuck, release := make(chan struct{}), make(chan struct{})
-	l := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		if req.Key == "ns/p1-a" && !req.Deleted && req.Object.Data["v"] == "2" {
 			close(stuck)
 			<-release // ignores its context
@@ -229,6 +238,9 @@ func TestAHandOverWaitingOnAStuckReconcileEndsWithHeld(t *testing.T) {
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilEnd(context.Background(), t, ps.Run, l.Run)
 	defer close(release)
 	got.wait(t, 3)
@@ -274,13 +286,16 @@ func TestTwoPartsHandedOverAtOnceReconcileEachTheirOwnDeletions(t *testing.T) {
 	got := newCalls()
 	release := make(chan struct{})
 	var busy atomic.Bool
-	l := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop[obj](ps, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		if req.Key == "ns/p2-a" && !req.Deleted && req.Object.Data["v"] == "2" && !busy.Swap(true) {
 			<-release // keeps the only worker, so both deletions stay queued
 		}
 		got.add(describe(req))
 		return typed.Result{}, nil
 	}), typed.Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilEnd(context.Background(), t, ps.Run, l.Run)
 	got.wait(t, 2)
 	if _, err := src.Create(cm("p2-b", "1")); err != nil {
@@ -315,9 +330,12 @@ func TestTwoPartsHandedOverAtOnceReconcileEachTheirOwnDeletions(t *testing.T) {
 }
 
 func TestHandOverRefusesNilArguments(t *testing.T) {
-	l := typed.NewLoop[obj](newPartedSource(t, fake.New[obj, list]()), typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop[obj](newPartedSource(t, fake.New[obj, list]()), typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	for name, err := range map[string]error{
 		"part":     l.HandOver(nil, ctx, mine),

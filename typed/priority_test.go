@@ -260,12 +260,13 @@ func TestLoopReconcilesALiveChangeBeforeAStartupListOf100000Keys(t *testing.T) {
 				held, ahead reconcileOrder
 				live        string // set while every worker is held, read after
 				l           *typed.Loop[obj]
+				err         error
 			)
 			value := fmt.Sprint(workers, " workers") // unlike what an earlier subtest wrote to the key
 			blocked, release := make(chan struct{}, workers), make(chan struct{})
 			liveDone := make(chan struct{})
 			var first atomic.Int32
-			l = typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+			l, err = typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 				if int(first.Add(1)) <= workers { // every worker holds one list key
 					held.add(req.Key)
 					blocked <- struct{}{}
@@ -285,6 +286,9 @@ func TestLoopReconcilesALiveChangeBeforeAStartupListOf100000Keys(t *testing.T) {
 				}
 				return typed.Result{}, nil
 			}), typed.Options{Workers: workers})
+			if err != nil {
+				t.Fatal(err)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- l.Run(ctx) }()
@@ -337,7 +341,7 @@ func TestLoopReconcilesListKeysUnderAStreamOfLiveChanges(t *testing.T) {
 	var listDone atomic.Int32
 	var l *typed.Loop[obj]
 	hold, held, release := holdReconciles(got, []int32{1}, func(int32, typed.Request[obj]) error { return nil })
-	l = typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
 		_, _ = hold.Reconcile(ctx, req) // records the reconcile, and holds the first
 		if !strings.HasPrefix(req.Key, "ns/hot-") {
 			listDone.Add(1)
@@ -359,6 +363,9 @@ func TestLoopReconcilesListKeysUnderAStreamOfLiveChanges(t *testing.T) {
 		}
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilCleanup(context.Background(), t, src, c, l)
 	receive(t, held, "a list key holds the worker")
 	for _, name := range []string{"hot-a", "hot-b"} {
@@ -416,8 +423,11 @@ func TestLoopRetriesAKeyAtThePriorityItWasReconciledWith(t *testing.T) {
 		}
 		return nil
 	})
-	l := typed.NewLoop(c, r, typed.Options{Clock: clk, RateLimiter: &fixedDelay{d: time.Second, requeues: map[string]int{}},
+	l, err := typed.NewLoop(c, r, typed.Options{Clock: clk, RateLimiter: &fixedDelay{d: time.Second, requeues: map[string]int{}},
 		OnError: func(context.Context, string, error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilCleanup(context.Background(), t, src, c, l)
 	receive(t, held, "the first list key holds the worker")
 	if _, err := src.Create(cm("live", "1")); err != nil {
@@ -450,7 +460,10 @@ func TestRelatedLiveChangesMoveTheirKeysAheadOfTheList(t *testing.T) {
 	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
 	r, held, release := holdReconciles(got, []int32{1}, func(int32, typed.Request[obj]) error { return nil })
-	l := typed.NewLoop(pc, r, typed.Options{})
+	l, err := typed.NewLoop(pc, r, typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	typed.Related(l, sc, func(s *corev1.Secret) []string { return []string{"ns/" + s.Labels["owner"]} })
 	ctx := runUntilEnd(context.Background(), t, pc.Run, sc.Run, l.Run)
 	_ = secondaries.WaitForWatchers(ctx, 1)

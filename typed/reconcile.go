@@ -200,12 +200,25 @@ type loopRun[T event.Object] struct {
 // a field of type predicate.Predicate[T] would make every caller spell T in the Options literal,
 // which NewLoop infers from src and r, and a field of a type that hides T would turn a predicate
 // of the wrong type into an error at run time instead of compile time.
-func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds ...predicate.Predicate[T]) *Loop[T] {
+//
+// Mistakes in the arguments are errors here, not at Run: a nil (or typed-nil) src or r,
+// and a nil predicate (or a combinator of one), are errors wrapping
+// controller.ErrNilArgument that name the argument.
+func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds ...predicate.Predicate[T]) (*Loop[T], error) {
+	var zero T
+	switch {
+	case guard.IsNil(src):
+		return nil, fmt.Errorf("%w: NewLoop's source of %T", controller.ErrNilArgument, zero)
+	case guard.IsNil(r):
+		return nil, fmt.Errorf("%w: NewLoop's reconciler of %T", controller.ErrNilArgument, zero)
+	}
+	if err := predicate.Check(preds, fmt.Sprintf("NewLoop's %T", zero)); err != nil {
+		return nil, err
+	}
 	if opts.Workers <= 0 {
 		opts.Workers = 1
 	}
 	if opts.Name == "" {
-		var zero T
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
 	// Typed nils count as unset: they would otherwise panic on a worker or timer.
@@ -216,7 +229,17 @@ func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds
 		opts.RateLimiter = nil
 	}
 	parts, _ := src.(Parts[T])
-	return &Loop[T]{src: src, parts: parts, r: r, opts: opts, preds: slices.Clone(preds), metrics: guard.NewMetrics(opts.Metrics, "loop", opts.Name)}
+	return &Loop[T]{src: src, parts: parts, r: r, opts: opts, preds: slices.Clone(preds), metrics: guard.NewMetrics(opts.Metrics, "loop", opts.Name)}, nil
+}
+
+// made returns an error wrapping controller.ErrNilArgument for a nil Loop, or one not
+// made by NewLoop (whose error went unchecked), which has nothing to run.
+func (l *Loop[T]) made() error {
+	if l == nil || l.src == nil {
+		var zero T
+		return fmt.Errorf("%w: a nil Loop of %T, or one not made by NewLoop", controller.ErrNilArgument, zero)
+	}
+	return nil
 }
 
 // Run reconciles until ctx is done: it registers its handlers (on its Source, and on
@@ -232,21 +255,17 @@ func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds
 // still scheduled and the last states of deletions not yet reconciled are dropped: a
 // deletion that must never be missed, even while no replica runs the Loop, needs a
 // finalizer. When the keys move to another process that runs on, RunHandingOver
-// reconciles those deletions first. Run returns an error wrapping controller.ErrAlreadyRunning if the Loop is already running, and an error
-// wrapping controller.ErrNilArgument for a nil controller, reconciler or predicate.
+// reconciles those deletions first. Run returns an error wrapping
+// controller.ErrAlreadyRunning if the Loop is already running, an error wrapping
+// controller.ErrNilArgument for a nil Loop or one not made by NewLoop, and the mistakes
+// of Related calls.
 func (l *Loop[T]) Run(ctx context.Context) error {
 	return l.serve(ctx, nil)
 }
 
 // serve is Run, and RunHandingOver when held is not nil.
 func (l *Loop[T]) serve(ctx, held context.Context) error {
-	switch {
-	case guard.IsNil(l.src):
-		return fmt.Errorf("%w: the Loop's source", controller.ErrNilArgument)
-	case guard.IsNil(l.r):
-		return fmt.Errorf("%w: the Loop's reconciler", controller.ErrNilArgument)
-	}
-	if err := predicate.Check(l.preds, "the Loop's"); err != nil {
+	if err := l.made(); err != nil {
 		return err
 	}
 	var limiter workqueue.TypedRateLimiter[string] = workqueue.DefaultTypedControllerRateLimiter[string]()

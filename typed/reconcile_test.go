@@ -34,7 +34,10 @@ var fastRetries = workqueue.NewTypedItemExponentialFailureRateLimiter[string](ti
 func harness(t *testing.T, src *fake.ListerWatcher[obj, list], r typed.Reconciler[obj], opts typed.Options) *typed.Loop[obj] {
 	t.Helper()
 	c := testctl.New(t, src, controller.Options[obj]{})
-	l := typed.NewLoop(c, r, opts)
+	l, err := typed.NewLoop(c, r, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	runUntilCleanup(context.Background(), t, src, c, l)
 	return l
 }
@@ -231,12 +234,15 @@ func TestShutdownLetsInFlightReconcileFinish(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := testctl.New(t, src, controller.Options[obj]{})
 	started, finished := make(chan struct{}), make(chan struct{})
-	l := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, _ typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(ctx context.Context, _ typed.Request[obj]) (typed.Result, error) {
 		close(started)
 		<-ctx.Done()
 		close(finished)
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cctx, ccancel := context.WithCancel(context.Background())
 	cdone := make(chan struct{})

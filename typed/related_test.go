@@ -40,11 +40,14 @@ func TestRelatedEventsReconcileTheirOwners(t *testing.T) {
 	pc := testctl.New(t, primaries, controller.Options[obj]{})
 	sc := testctl.New(t, secondaries, controller.Options[*corev1.Secret]{})
 	got := newCalls()
-	l := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+	l, err := typed.NewLoop(pc, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
 		_, hasCopy := sc.Store().Get("ns/a-copy")
 		got.add(fmt.Sprintf("%s copy=%v", req.Key, hasCopy))
 		return typed.Result{}, nil
 	}), typed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	typed.Related(l, sc, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}, meta.RESTScopeNamespace))
 
 	ctx := runUntilEnd(context.Background(), t, pc.Run, sc.Run, l.Run)

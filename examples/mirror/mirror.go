@@ -32,7 +32,7 @@ func Mirror(ctx context.Context, cs kubernetes.Interface, ns string) error {
 	if err != nil {
 		return err
 	}
-	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			if req.Deleted { // deleted, or no longer labelled: remove the copy
 				err := cs.CoreV1().Secrets(req.Namespace).Delete(ctx, req.Name, metav1.DeleteOptions{})
@@ -54,6 +54,9 @@ func Mirror(ctx context.Context, cs kubernetes.Interface, ns string) error {
 			}
 			return typed.Result{}, settle(err)
 		}), typed.Options{Workers: 2})
+	if err != nil {
+		return err
+	}
 	// A copy edited or deleted by someone else is put back.
 	typed.Related(loop, secrets, typed.OwnerKeys[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"}, meta.RESTScopeNamespace))
 	return typed.RunAll(ctx, configMaps.Run, secrets.Run, loop.Run)

@@ -42,13 +42,17 @@ func Example() {
 	}
 	var mu sync.Mutex
 	reconciled := 0
-	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(context.Context, typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			reconciled++
 			return typed.Result{}, nil
 		}), typed.Options{Name: "demo", Metrics: metrics})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -12,7 +12,7 @@
 //
 //	pods, err := controller.New(cs.CoreV1().Pods(ns), controller.Options[*corev1.Pod]{
 //		Options: reflect.Options[*corev1.Pod]{Name: "pods"}, Metrics: m})
-//	loop := typed.NewLoop(pods, reconciler, typed.Options{Name: "pods", Metrics: m})
+//	loop, err := typed.NewLoop(pods, reconciler, typed.Options{Name: "pods", Metrics: m})
 //
 // Metrics is a prometheus.Collector holding every metric vector, and the whole metrics
 // family of the library (manager.Metrics: controller.Metrics and typed.Metrics; and

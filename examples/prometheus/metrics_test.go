@@ -139,7 +139,7 @@ func TestMetricsOfAControllerAndALoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var flakyAttempts atomic.Int32
-	loop := typed.NewLoop(c, typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := typed.NewLoop(c, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			switch req.Name {
 			case "flaky":
@@ -152,6 +152,9 @@ func TestMetricsOfAControllerAndALoop(t *testing.T) {
 			return typed.Result{}, nil
 		}), typed.Options{Name: "mirror", Metrics: m,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

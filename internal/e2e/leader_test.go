@@ -189,7 +189,7 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, id string, leaders *leader
 	t.Helper()
 	cs := newClients(t, cfg).kube
 	configMaps := testctl.New(t, cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{Options: reflect.Options[*corev1.ConfigMap]{Name: "configmaps-" + id}})
-	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			// A reconciler's writes use its context: once leadership ends, it can do
 			// nothing more.
@@ -204,6 +204,9 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, id string, leaders *leader
 			time.Sleep(5 * time.Millisecond) // some work
 			return typed.Result{}, nil
 		}), typed.Options{Name: "loop-" + id, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &replica{id: id, leases: &cuttableLeases{LeasesGetter: cs.CoordinationV1()}, done: make(chan error, 1)}
 	le := leaderelection.Config{Client: r.leases, Namespace: ns, Name: "e2e-leader", Identity: id,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
@@ -436,7 +439,7 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 		cs := newClients(t, cp.AdminConfig()).kube
 		configMaps := testctl.New(t, cs.CoreV1().ConfigMaps(ns), controller.Options[*corev1.ConfigMap]{})
 		var once sync.Once
-		loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
+		loop, err := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 			func(context.Context, typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 				if id != "a" {
 					return typed.Result{}, nil
@@ -453,6 +456,9 @@ func TestLeaderElectionReleasesTheLeaseOnlyAfterLeadReturns(t *testing.T) {
 				})
 				return typed.Result{}, nil
 			}), typed.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		le := leaderelection.Config{Client: cs.CoordinationV1(), Namespace: ns, Name: "e2e-release", Identity: id,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -46,7 +46,7 @@ func TestLoopStartsNoReconcileAfterItsContextEnds(t *testing.T) {
 		inFlight    = make(chan struct{})
 		afterCancel []string
 	)
-	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			mu.Lock()
 			isFirst := first
@@ -61,6 +61,9 @@ func TestLoopStartsNoReconcileAfterItsContextEnds(t *testing.T) {
 			}
 			return typed.Result{}, ctx.Err()
 		}), typed.Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()
@@ -120,7 +123,7 @@ func TestRelatedPodsReconcileTheirReplicaSet(t *testing.T) {
 		mu   sync.Mutex
 		seen []string // "key: pods it saw"
 	)
-	loop := typed.NewLoop(rsCtl, typed.ReconcilerFunc[*appsv1.ReplicaSet](
+	loop, err := typed.NewLoop(rsCtl, typed.ReconcilerFunc[*appsv1.ReplicaSet](
 		func(_ context.Context, req typed.Request[*appsv1.ReplicaSet]) (typed.Result, error) {
 			var owned []string
 			for _, p := range podCtl.Store().InNamespace(req.Namespace) {
@@ -134,6 +137,9 @@ func TestRelatedPodsReconcileTheirReplicaSet(t *testing.T) {
 			mu.Unlock()
 			return typed.Result{}, nil
 		}), typed.Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	typed.Related(loop, podCtl, keysOf)
 	start(t, runAll{rsCtl.Run, podCtl.Run, loop.Run})
 

@@ -49,7 +49,7 @@ func TestALiveChangeIsReconciledBeforeAStartupListOf100000Keys(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	var first sync.Once
 	gauge := &depthGauge{}
-	loop := typed.NewLoop(c, typed.ReconcilerFunc[*corev1.ConfigMap](func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+	loop, err := typed.NewLoop(c, typed.ReconcilerFunc[*corev1.ConfigMap](func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 		mu.Lock()
 		order = append(order, req.Name)
 		mu.Unlock()
@@ -62,6 +62,9 @@ func TestALiveChangeIsReconciledBeforeAStartupListOf100000Keys(t *testing.T) {
 		})
 		return typed.Result{}, nil
 	}), typed.Options{Workers: 1, Metrics: gauge})
+	if err != nil {
+		t.Fatal(err)
+	}
 	start(t, runAll{c.Run, loop.Run})
 	receive(t, held, "the worker holds the first key of the startup list")
 	gauge.waitFor(t, "every other key of the startup list queued", startupKeys-1)

@@ -218,12 +218,15 @@ func TestWriteSide(t *testing.T) {
 			})
 		run := func() (stop func()) {
 			c := testctl.New(t, client.FromDynamic[*Widget](admin.dyn.Resource(widgetGVR).Namespace(ns)), controller.Options[*Widget]{})
-			loop := typed.NewLoop(c, typed.ReconcilerFunc[*Widget](func(ctx context.Context, req typed.Request[*Widget]) (typed.Result, error) {
+			loop, err := typed.NewLoop(c, typed.ReconcilerFunc[*Widget](func(ctx context.Context, req typed.Request[*Widget]) (typed.Result, error) {
 				if deleted, err := fin.Handle(ctx, req); deleted || err != nil {
 					return typed.Result{}, err
 				}
 				return typed.Result{}, nil
 			}), typed.Options{Name: "finalizer"})
+			if err != nil {
+				t.Fatal(err)
+			}
 			return start(t, runAll{c.Run, loop.Run})
 		}
 		hasFinalizer := func(name string) func() (bool, string) {

@@ -28,7 +28,7 @@ func ExampleConfig_Run() {
 		return
 	}
 	reconciled := make(chan string)
-	loop := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
+	loop, err := typed.NewLoop(configMaps, typed.ReconcilerFunc[*corev1.ConfigMap](
 		func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
 			select {
 			case reconciled <- req.Key:
@@ -36,6 +36,10 @@ func ExampleConfig_Run() {
 			}
 			return typed.Result{}, nil
 		}), typed.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	cs := kubefake.NewClientset() // in a cluster: kubernetes.NewForConfig(...)
 	le := leaderelection.Config{Client: cs.CoordinationV1(), Namespace: "default", Name: "settings-controller",

@@ -32,8 +32,8 @@ type Loop[T event.Object] struct {
 // Over a cache of several namespaces it is still one typed.Loop, whose opts.Workers
 // workers take the keys of every namespace. Without opts.Metrics, it reports to the
 // Manager's Options.Metrics. It returns an error wrapping
-// controller.ErrNilArgument for a nil c or r, ErrReleased for a released c, and ErrStopped
-// once the Manager is stopping.
+// controller.ErrNilArgument for a nil c, r or predicate, ErrReleased for a released c,
+// and ErrStopped once the Manager is stopping.
 func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Options, preds ...predicate.Predicate[T]) (*Loop[T], error) {
 	var zero T
 	switch {
@@ -52,7 +52,12 @@ func NewLoop[T event.Object](c *Cache[T], r typed.Reconciler[T], opts typed.Opti
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop[T]{cache: own, loop: typed.NewLoop[T](own, r, opts, preds...), needs: &loopNeeds{name: opts.Name}, onError: opts.OnError}
+	loop, err := typed.NewLoop[T](own, r, opts, preds...)
+	if err != nil { // a nil predicate
+		own.Release()
+		return nil, err
+	}
+	l := &Loop[T]{cache: own, loop: loop, needs: &loopNeeds{name: opts.Name}, onError: opts.OnError}
 	for _, mb := range own.members {
 		l.needs.entries = append(l.needs.entries, mb.e)
 	}

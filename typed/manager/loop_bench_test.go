@@ -62,7 +62,10 @@ func BenchmarkLoopEvent(b *testing.B) {
 			switch scope {
 			case "controller":
 				c := testctl.New(b, f, controller.Options[*corev1.ConfigMap]{})
-				loop := typed.NewLoop(c, r, opts)
+				loop, err := typed.NewLoop(c, r, opts)
+				if err != nil {
+					b.Fatal(err)
+				}
 				wg.Go(func() { _ = c.Run(ctx) })
 				wg.Go(func() { _ = loop.Run(ctx) })
 			default:

@@ -20,6 +20,7 @@ import (
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/manager"
+	"github.com/typedinformer/typedinformer/typed/predicate"
 )
 
 type (
@@ -447,8 +448,8 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 	var nilCache *manager.Cache[cm]
 	nilRegistration, addToNil := nilCache.AddHandler("h", controller.HandlerFunc[cm](func(context.Context, event.Event[cm]) {}))
 	keysOf := func(cm) []string { return nil }
-	newLoop := func(c *manager.Cache[cm], r typed.Reconciler[cm]) error {
-		_, err := manager.NewLoop(c, r, typed.Options{})
+	newLoop := func(c *manager.Cache[cm], r typed.Reconciler[cm], preds ...predicate.Predicate[cm]) error {
+		_, err := manager.NewLoop(c, r, typed.Options{}, preds...)
 		return err
 	}
 	for _, tc := range []struct {
@@ -466,6 +467,7 @@ func TestBadArgumentsAreErrorsNotPanics(t *testing.T) {
 		{"a nil check", m.AddReadyCheck("nil", nil), controller.ErrNilArgument},
 		{"NewLoop of a nil cache", newLoop(nil, nilReconciler), controller.ErrNilArgument},
 		{"NewLoop of a nil reconciler", newLoop(c, nilReconciler), controller.ErrNilArgument},
+		{"NewLoop with a nil predicate", newLoop(c, typed.ReconcilerFunc[cm](newReconciles().reconcile), nil), controller.ErrNilArgument},
 		{"NewLoop of a released cache", newLoop(released, typed.ReconcilerFunc[cm](newReconciles().reconcile)), manager.ErrReleased},
 		{"WaitForSync of the registration a nil cache gave", nilRegistration.WaitForSync(testContext(t)), controller.ErrNilArgument},
 		{"Related to a nil loop", manager.Related[cm, cm](nil, c, keysOf), controller.ErrNilArgument},

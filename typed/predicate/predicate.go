@@ -20,7 +20,7 @@ import (
 //
 // The ready predicates (GenerationChanged, LabelsChanged, AnnotationsChanged,
 // ResourceVersionChanged) are generic functions that can be passed as they are, without
-// type arguments: typed.NewLoop(c, r, opts, predicate.GenerationChanged).
+// type arguments: loop, err := typed.NewLoop(c, r, opts, predicate.GenerationChanged).
 type Predicate[T event.Object] func(e event.Event[T]) bool
 
 // GenerationChanged passes additions, deletions, and modifications that changed
@@ -71,7 +71,7 @@ func changed[T event.Object](e event.Event[T], differ func(prior, cur T) bool) b
 
 // And passes an event that every one of preds passes, stopping at the first that does
 // not; with no predicates it passes every event. It returns nil if any of preds is nil,
-// which a Loop's Run reports as an error wrapping controller.ErrNilArgument.
+// which NewLoop and Related refuse with an error wrapping controller.ErrNilArgument.
 func And[T event.Object](preds ...Predicate[T]) Predicate[T] {
 	if hasNil(preds) {
 		return nil
@@ -87,8 +87,8 @@ func And[T event.Object](preds ...Predicate[T]) Predicate[T] {
 }
 
 // Or passes an event that any of preds passes, stopping at the first that does; with no
-// predicates it passes no event. It returns nil if any of preds is nil, which a Loop's
-// Run reports as an error wrapping controller.ErrNilArgument.
+// predicates it passes no event. It returns nil if any of preds is nil, which NewLoop
+// and Related refuse with an error wrapping controller.ErrNilArgument.
 func Or[T event.Object](preds ...Predicate[T]) Predicate[T] {
 	if hasNil(preds) {
 		return nil
@@ -104,7 +104,8 @@ func Or[T event.Object](preds ...Predicate[T]) Predicate[T] {
 }
 
 // Not passes the events pred filters out, and filters out those it passes. It returns nil
-// if pred is nil, which a Loop's Run reports as an error wrapping controller.ErrNilArgument.
+// if pred is nil, which NewLoop and Related refuse with an error wrapping
+// controller.ErrNilArgument.
 //
 // Not of a ready predicate filters every addition and deletion, which the ready ones
 // always pass. A Loop whose predicates filter deletions still gives a reconcile of the

@@ -104,9 +104,6 @@ func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src
 	case guard.IsNil(r):
 		return nil, fmt.Errorf("%w: NewLoop's reconciler of %T", controller.ErrNilArgument, zero)
 	}
-	if err := predicate.Check(preds, fmt.Sprintf("NewLoop's %T", zero)); err != nil {
-		return nil, err
-	}
 	if opts.Name == "" {
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
@@ -118,12 +115,18 @@ func NewLoop[T event.Object, L reflect.List](m *manager.Manager, s *Sharder, src
 		}
 		return manager.Acquire(m, in, opts...)
 	}
-	l.loop = typed.NewLoop[T](view[T]{l}, typed.ReconcilerFunc[T](func(ctx context.Context, req typed.Request[T]) (typed.Result, error) {
+	// typed.NewLoop refuses a nil predicate; the source and reconciler it is given are
+	// never nil.
+	loop, err := typed.NewLoop[T](view[T]{l}, typed.ReconcilerFunc[T](func(ctx context.Context, req typed.Request[T]) (typed.Result, error) {
 		if sh, ok := ctx.Value(shardKey{}).(Shard); ok {
 			sh.Ready()
 		}
 		return l.r.Reconcile(ctx, req)
 	}), opts, preds...)
+	if err != nil {
+		return nil, err
+	}
+	l.loop = loop
 	return l, nil
 }
 
