@@ -102,6 +102,10 @@ func convert[T event.Object](u *unstructured.Unstructured) (T, error) {
 // convert, it returns the list of those that did together with an error wrapping
 // reflect.ErrIncompleteList and each conversion error.
 func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T], error) {
+	if d == nil {
+		_, err := d.nilClient()
+		return nil, err
+	}
 	ul, err := d.client.List(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -134,6 +138,10 @@ func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T
 // that does not convert arrives as it came, since only its metadata is read. Stop ends the
 // converting goroutine even when nobody reads the result channel any more.
 func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if d == nil {
+		_, err := d.nilClient()
+		return nil, err
+	}
 	w, err := d.client.Watch(ctx, opts)
 	if err != nil {
 		return nil, err

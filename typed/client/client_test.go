@@ -328,6 +328,19 @@ func TestDynamicReportsNilFromTheDynamicClient(t *testing.T) {
 	}
 }
 
+// A Dynamic over a nil client (FromDynamic's answer to one) lists and watches nothing:
+// its List and Watch, called directly, are errors wrapping controller.ErrNilArgument,
+// as its other methods are, never a panic.
+func TestListAndWatchOfANilDynamicAreErrors(t *testing.T) {
+	d := client.FromDynamic[*Widget](nil)
+	if l, err := d.List(t.Context(), metav1.ListOptions{}); l != nil || !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("List() = %v, %v; want an error wrapping controller.ErrNilArgument", l, err)
+	}
+	if w, err := d.Watch(t.Context(), metav1.ListOptions{}); w != nil || !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("Watch() = %v, %v; want an error wrapping controller.ErrNilArgument", w, err)
+	}
+}
+
 // TestListDeepCopyKeepsNilItems: a client.List holding a nil item copies it as nil rather
 // than panic in the item's DeepCopyObject.
 func TestListDeepCopyKeepsNilItems(t *testing.T) {

@@ -13,7 +13,10 @@
 //     that drops managedFields before objects are cached, often most of their size.
 //   - New returns a new, empty object of a type T.
 //
-// Errors: a nil client is an error wrapping controller.ErrNilArgument; an object that
-// does not convert is reported, wrapped, naming it, and a list with some such objects is
-// an error wrapping reflect.ErrIncompleteList, with the objects that did convert.
+// Errors: a nil client or object to write is an error wrapping
+// controller.ErrNilArgument; a nil object from the dynamic client's Get or a write is
+// ErrNilObject (write.ErrNilObject, the same variable), and a nil list or watch
+// reflect.ErrNilResult; an object that does not convert is reported, wrapped, naming it,
+// and a list with some such objects is an error wrapping reflect.ErrIncompleteList, with
+// the objects that did convert.
 package client

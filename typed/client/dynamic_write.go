@@ -14,7 +14,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
-	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // FromDynamicNamespaced returns FromDynamic's adapter over client.Namespace(namespace)
@@ -93,7 +92,7 @@ func (d *Dynamic[T]) converted(method string) func(*unstructured.Unstructured, e
 		case err != nil:
 			return zero, err
 		case u == nil:
-			return zero, fmt.Errorf("%w: the dynamic client's %s returned a nil object", reflect.ErrNilResult, method)
+			return zero, fmt.Errorf("%w: the dynamic client's %s", ErrNilObject, method)
 		}
 		return convert[T](u)
 	}

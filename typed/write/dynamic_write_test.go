@@ -100,15 +100,27 @@ func TestDynamicWriteBadInputIsAnErrorWithoutAnAPICall(t *testing.T) {
 	}
 }
 
+// A dynamic client that answers with a nil object and no error makes each of the
+// Dynamic's calls an error wrapping the write side's ErrNilObject (client.ErrNilObject is
+// the same variable), not the reflector's ErrNilResult, and a writer over it returns a
+// WriteError wrapping it.
 func TestDynamicWriteReportsANilResultFromTheDynamicClient(t *testing.T) {
 	dyn := fakeGadgets(t)
 	dyn.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, nil })
 	gadgets := client.FromDynamic[*Gadget](dyn.Resource(gadgetGVR).Namespace("lab"))
 	g := &Gadget{TypeMeta: gadgetMeta, ObjectMeta: metav1.ObjectMeta{Namespace: "lab", Name: "g"}}
 	for _, c := range dynamicCalls {
-		if got, err := c.call(t.Context(), gadgets, g); got != nil || !errors.Is(err, reflect.ErrNilResult) {
-			t.Errorf("%s = %v, %v; want an error wrapping reflect.ErrNilResult", c.name, got, err)
+		got, err := c.call(t.Context(), gadgets, g)
+		if got != nil || !errors.Is(err, write.ErrNilObject) || !errors.Is(err, client.ErrNilObject) || errors.Is(err, reflect.ErrNilResult) {
+			t.Errorf("%s = %v, %v; want an error wrapping write.ErrNilObject (client.ErrNilObject), not reflect.ErrNilResult", c.name, got, err)
 		}
+	}
+	f := write.NewFinalizer(client.FromDynamicNamespaced[*Gadget](dyn.Resource(gadgetGVR)), cleanupFinalizer,
+		func(context.Context, *Gadget) error { return nil })
+	_, err := f.Handle(t.Context(), typed.Request[*Gadget]{Key: "lab/g", Object: g})
+	var we *write.WriteError
+	if !errors.Is(err, write.ErrNilObject) || !errors.As(err, &we) || we.Name != "g" {
+		t.Errorf("Finalizer.Handle over the dynamic client = %v, want a WriteError naming g, wrapping write.ErrNilObject", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/internal/guard"
+	"github.com/typedinformer/typedinformer/typed/client"
 )
 
 // ErrGone is wrapped, together with the server's NotFound error, by a write to an object
@@ -30,10 +31,10 @@ var ErrNoStatusSubresource = errors.New("the kind has no status subresource")
 // ErrNilObject is wrapped by a write whose client answered with a nil (or typed-nil)
 // object and no error: the writer does not have the state the server wrote, and going on
 // from its own copy could act on a state the server never had. The write is not retried
-// by the writer; the error names the client's verb. (A Dynamic client of package client
-// answers such a call of the dynamic client with reflect.ErrNilResult instead: it is an
-// adapter at the list/watch boundary.)
-var ErrNilObject = errors.New("the client returned a nil object")
+// by the writer; the error names the client's verb. It is client.ErrNilObject, the same
+// variable: a client.Dynamic whose dynamic client answers nil returns it before the
+// writer sees the nil, and errors.Is finds it either way.
+var ErrNilObject = client.ErrNilObject
 
 // ErrControlledByOther is what an OwnerConflictError is (errors.Is): the object to create
 // or update exists and another owner's controller reference is on it.
