@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,13 +33,22 @@ func libraryLogger() logr.Logger {
 	}, funcr.Options{Verbosity: -1})
 }
 
-// loopMetrics counts a replica's reconciles: typed.Metrics is four methods.
+// loopMetrics counts a replica's reconciles. It is the replica's Manager's metrics
+// (manager.Metrics: its caches' and its loop's), of which it counts only the loop's.
 type loopMetrics struct{ reconciles, errors atomic.Int64 }
 
 func (*loopMetrics) QueueDepth(string, int)                   {}
 func (*loopMetrics) Retry(string)                             {}
 func (m *loopMetrics) ReconcileLatency(string, time.Duration) { m.reconciles.Add(1) }
 func (m *loopMetrics) ReconcileError(string, bool)            { m.errors.Add(1) }
+
+func (*loopMetrics) Listed(string, int, time.Duration)            {}
+func (*loopMetrics) WatchEvent(string, watch.EventType)           {}
+func (*loopMetrics) ResourceVersion(string, string)               {}
+func (*loopMetrics) ListWatchError(string)                        {}
+func (*loopMetrics) EventQueueDepth(string, int)                  {}
+func (*loopMetrics) HandlerLatency(string, string, time.Duration) {}
+func (*loopMetrics) HandlerPanic(string, string)                  {}
 
 // replica is one replica of the operator, running in this process as it would in a pod
 // of its own: its own clients, caches, Manager and identity.

@@ -53,8 +53,9 @@ type Options struct {
 	LeaderElection leaderelection.Config
 	// HealthProbeAddress, when set, is where /healthz and /readyz are served.
 	HealthProbeAddress string
-	// Metrics, when set, receives the reconcile loop's metrics.
-	Metrics typed.Metrics
+	// Metrics, when set, receives the metrics of the operator's caches and of its loop:
+	// it is the Manager's (manager.Options.Metrics), given once for all of them.
+	Metrics manager.Metrics
 }
 
 // Operator is one replica of the Website operator: a Manager (Run runs it) and the
@@ -76,13 +77,13 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 	}
 	le := opts.LeaderElection
 	le.Client, le.Namespace, le.Name = cs.CoordinationV1(), cmp.Or(opts.Namespace, "default"), Component
-	m := manager.New(manager.Options{HealthProbeAddress: opts.HealthProbeAddress, LeaderElection: &le})
+	m := manager.New(manager.Options{HealthProbeAddress: opts.HealthProbeAddress, LeaderElection: &le, Metrics: opts.Metrics})
 	websites := client.FromDynamicNamespaced[*Website](dyn.Resource(Resource))
 
 	// The wiring: Websites are reconciled when their spec changes (not on status writes),
 	// and when a Deployment or ConfigMap they control changes.
 	b := manager.For(m, manager.Namespaced[*Website](websites), manager.CacheOptions[*Website]{Namespaces: []string{opts.Namespace}}).
-		WithKind(Kind).WithPredicates(predicate.GenerationChanged).WithOptions(typed.Options{Workers: 2, Metrics: opts.Metrics})
+		WithKind(Kind).WithPredicates(predicate.GenerationChanged).WithOptions(typed.Options{Workers: 2})
 	o := &Operator{Manager: m, Websites: b.Cache(),
 		Deployments: manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments)),
 		ConfigMaps:  manager.Owns(b, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps))}

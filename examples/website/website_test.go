@@ -5,6 +5,7 @@ package website_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -66,9 +68,15 @@ func TestWebsiteOperator(t *testing.T) {
 
 	t.Run("a created Website gets its ConfigMap, Deployment, finalizer, status and Events", func(t *testing.T) {
 		ns := c.namespace(t)
-		c.start(t, ns, "a")
+		r := c.start(t, ns, "a")
 		w := c.create(t, ns, "hello", "Hello, world", 2)
 		c.converged(t, w)
+		// Options.Metrics is the Manager's: it hears from the loop and from every cache.
+		want := fmt.Sprint([]string{"website"}, []string{"*v1.ConfigMap namespace=" + ns, "*v1.Deployment namespace=" + ns, "*website.Website namespace=" + ns})
+		eventually(t, "the loop's and every cache's metrics", func() (bool, string) {
+			got := fmt.Sprint(r.metrics.seen())
+			return got == want, "loops that reconciled, controllers that listed: " + got + ", want " + want
+		})
 		got := c.websiteNow(t, w)
 		ready := meta.FindStatusCondition(got.Status.Conditions, "Ready")
 		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Message != "0 of 2 replicas ready" {
@@ -199,23 +207,59 @@ func TestWebsiteOperator(t *testing.T) {
 
 // replica is one running replica of the operator.
 type replica struct {
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	cancel  context.CancelFunc
+	done    chan error
+	once    sync.Once
+	metrics *metrics
 }
+
+// metrics records the loops that reconciled and the controllers that listed, of the
+// metrics family a Manager reports (manager.Metrics).
+type metrics struct {
+	mu                 sync.Mutex
+	loops, controllers map[string]bool
+}
+
+func (m *metrics) record(names map[string]bool, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names[name] = true
+}
+
+// seen returns the loops that reconciled and the controllers that listed, sorted.
+func (m *metrics) seen() (loops, controllers []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.loops)), slices.Sorted(maps.Keys(m.controllers))
+}
+
+func (m *metrics) ReconcileLatency(loop string, _ time.Duration) { m.record(m.loops, loop) }
+func (m *metrics) Listed(controller string, _ int, _ time.Duration) {
+	m.record(m.controllers, controller)
+}
+func (*metrics) QueueDepth(string, int)                       {}
+func (*metrics) Retry(string)                                 {}
+func (*metrics) ReconcileError(string, bool)                  {}
+func (*metrics) WatchEvent(string, watch.EventType)           {}
+func (*metrics) ResourceVersion(string, string)               {}
+func (*metrics) ListWatchError(string)                        {}
+func (*metrics) EventQueueDepth(string, int)                  {}
+func (*metrics) HandlerLatency(string, string, time.Duration) {}
+func (*metrics) HandlerPanic(string, string)                  {}
 
 // start runs a replica of the operator in ns, as identity, until the test ends or stop.
 func (c *cluster) start(t *testing.T, ns, identity string) *replica {
 	t.Helper()
 	// Each replica has clients of its own, as separate processes would.
-	op, err := website.New(kubernetes.NewForConfigOrDie(c.config), dynamic.NewForConfigOrDie(c.config), website.Options{Namespace: ns, LeaderElection: leaderelection.Config{
-		Identity: identity, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}})
+	m := &metrics{loops: map[string]bool{}, controllers: map[string]bool{}}
+	op, err := website.New(kubernetes.NewForConfigOrDie(c.config), dynamic.NewForConfigOrDie(c.config), website.Options{Namespace: ns, Metrics: m,
+		LeaderElection: leaderelection.Config{Identity: identity, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2))).WithValues("replica", identity)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	r := &replica{cancel: cancel, done: make(chan error, 1)}
+	r := &replica{cancel: cancel, done: make(chan error, 1), metrics: m}
 	go func() { r.done <- op.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r
