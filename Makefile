@@ -43,6 +43,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzObjectKey$$' -fuzztime $(FUZZTIME) ./event/
 	$(GO) test -run '^$$' -fuzz '^FuzzNotNewerAgreesWithParsing$$' -fuzztime $(FUZZTIME) ./event/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompression$$' -fuzztime $(FUZZTIME) ./queue/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppliedIsALowWatermark$$' -fuzztime $(FUZZTIME) ./queue/
 	$(GO) test -run '^$$' -fuzz '^FuzzReflectorWatchEvents$$' -fuzztime $(FUZZTIME) ./reflect/
 
 ## demo: run the example typed controller against $$KUBECONFIG, or a local control plane

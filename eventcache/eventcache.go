@@ -95,6 +95,7 @@ type EventQueueCollection[T event.Object] struct {
 	// defaultKeys says keyFunc is event.ObjectKey: Add then only checks that the object
 	// has a key, and the drain loop builds it (see key), off the reflector's goroutine.
 	defaultKeys bool
+	waiters     waiters // of NotifyApplied
 }
 
 // NewEventQueueCollection returns an empty collection that reads the known objects from
@@ -110,6 +111,7 @@ func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *
 		Key:         c.key,
 		OnSynced:    opts.OnSynced,
 		Depth:       opts.Depth,
+		OnApplied:   c.appliedChanged,
 	})
 	return c
 }
@@ -174,7 +176,7 @@ func (c *EventQueueCollection[T]) key(obj T) string {
 // list incomplete. An incomplete list synthesises no deletion (this deviates from DESIGN
 // 5, see the package doc): a missing key may belong to an object that is alive but could
 // not be read, and deleting it would tell the handlers a live object is gone.
-func (c *EventQueueCollection[T]) Replace(objects []T, _ string, completeness ListCompleteness) error {
+func (c *EventQueueCollection[T]) Replace(objects []T, resourceVersion string, completeness ListCompleteness) error {
 	keys := make([]string, len(objects))
 	var errs []error
 	for i, obj := range objects {
@@ -232,6 +234,7 @@ func (c *EventQueueCollection[T]) Replace(objects []T, _ string, completeness Li
 				pending.Push(e)
 			}
 		}
+		pending.Listed(resourceVersion)
 	})
 	// The first list is the initial state (pushed before Seal), and the collection has
 	// synced once its keys are consumed.
@@ -293,8 +296,12 @@ func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer queue.Cons
 // Between calls may run at the same time.
 func (c *EventQueueCollection[T]) Between(fn func()) { c.backlog.Between(fn) }
 
-// Close stops Drain. Events recorded afterwards are kept but never drained.
-func (c *EventQueueCollection[T]) Close() { c.backlog.Close() }
+// Close stops Drain, and releases NotifyApplied's waiters: Applied is no longer ok. Events
+// recorded afterwards are kept but never drained.
+func (c *EventQueueCollection[T]) Close() {
+	c.backlog.Close()
+	c.waiters.close()
+}
 
 // HasSynced reports whether every event of the first Replace has been consumed, which,
 // with a ResourceTrackingConsumer, means applied to the known objects and handed to the

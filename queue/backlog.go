@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -68,6 +69,10 @@ type BacklogOptions[T event.Object] struct {
 	// Depth may change the backlog (a change it makes is reported after it returns). A
 	// panic in it is recovered and logged as an error.
 	Depth func(pendingKeys int)
+	// OnApplied, when set, turns on the applied watermark (see Backlog.Applied) and is
+	// called, with nothing locked, after it may have changed: read it with Applied.
+	// Calls may come from several goroutines at once.
+	OnApplied func()
 }
 
 // Backlog is the pipeline's one keyed-backlog stage: pending events per key (keys in the
@@ -109,6 +114,7 @@ type Backlog[T event.Object] struct {
 	idle        sync.Cond
 	inbox       []event.Event[T] // pushed and not yet sorted, oldest first
 	inboxMarked int              // the first inboxMarked events of inbox were pushed before Seal
+	inboxRV     uint64           // the newest resource version given to Progress, not yet sorted
 	sealed      bool             // written with both locks held
 	closed      bool
 	parked      bool // the drain loop waits on cond: only then does a push signal it
@@ -120,6 +126,13 @@ type Backlog[T event.Object] struct {
 	depth     atomic.Int64
 	dirty     atomic.Bool
 	reporting sync.Mutex
+
+	// The applied watermark, with OnApplied: applied is the fifo's, stored with fifoMu
+	// held; unordered is set for good by a resource version that is not an integer;
+	// appliedDirty says OnApplied has not been called since either changed.
+	applied      atomic.Uint64
+	unordered    atomic.Bool
+	appliedDirty atomic.Bool
 }
 
 // NewBacklog returns an empty, unsealed Backlog.
@@ -178,17 +191,30 @@ func (b *Backlog[T]) sort() {
 	// (under mu): it must never find both empty meanwhile and park with work pending.
 	// fifoChanged stores the exact length once they are sorted.
 	b.queued.Add(int64(len(in)))
+	progress := b.inboxRV
+	b.inboxRV = 0
 	b.mu.Unlock()
 	if len(in) == 0 {
 		b.spare = in
+		if progress > 0 {
+			b.fifo.rv = max(b.fifo.rv, progress)
+			b.fifoChanged()
+		}
 		return
 	}
+	track := b.opts.OnApplied != nil
+	var zero T
 	for i, e := range in {
 		if e.Key == "" {
 			e.Key = b.opts.Key(e.Object)
 		}
 		b.fifo.Push(e.Key, e, i < marked)
+		if track && !e.Sync && e.Object != zero {
+			// After the push: the key became pending before its own event counts as sorted.
+			b.fifo.rv = max(b.fifo.rv, b.parseRV(e.Object.GetResourceVersion()))
+		}
 	}
+	b.fifo.rv = max(b.fifo.rv, progress)
 	clear(in) // drop the objects: the FIFO holds what it keeps
 	if cap(in) <= 2*maxInbox {
 		// A push overshoots maxInbox by at most one batch; an array larger than that came
@@ -198,13 +224,54 @@ func (b *Backlog[T]) sort() {
 	b.fifoChanged()
 }
 
-// fifoChanged records the FIFO's new length. Called with fifoMu held.
+// fifoChanged records the FIFO's new length and watermark. Called with fifoMu held.
 func (b *Backlog[T]) fifoChanged() {
 	b.queued.Store(int64(b.fifo.Len()))
 	if b.opts.Depth != nil {
 		b.depth.Store(int64(b.fifo.Len()))
 		b.dirty.Store(true)
 	}
+	if b.opts.OnApplied != nil {
+		if w := b.fifo.watermark(); b.applied.Swap(w) != w {
+			b.appliedDirty.Store(true)
+		}
+	}
+}
+
+// parseRV returns rv as an integer, or 0, marking the backlog unordered, when it is not
+// one. An empty rv (an object whose Transform dropped it) is 0 and orders nothing.
+func (b *Backlog[T]) parseRV(rv string) uint64 {
+	if rv == "" {
+		return 0
+	}
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil && !b.unordered.Swap(true) {
+		b.appliedDirty.Store(true)
+	}
+	return v
+}
+
+// Applied returns the applied watermark, tracked when BacklogOptions.OnApplied is set:
+// every event pushed with a resource version up to rv, and every event pushed before a
+// Progress or a Pending.Listed up to rv, has been consumed (Consumer.Apply has returned) or
+// dropped by compression. Keys are served in the order they became pending, not in
+// resource-version order, so it is the resource version sorted when the key now pending
+// longest became pending (or the newest sorted when none is), not that of the last event
+// applied. It can go down: a relist's resource version replaces it. ordered is false once
+// an event, Progress or list carried a resource version that is not a decimal integer
+// below 2^64, for good: such versions cannot be compared.
+func (b *Backlog[T]) Applied() (rv uint64, ordered bool) {
+	return b.applied.Load(), !b.unordered.Load()
+}
+
+// Progress records that every event up to resourceVersion has been pushed, as a watch
+// bookmark says: once the events pushed before it are consumed, Applied reaches it.
+// It never waits for the consumer.
+func (b *Backlog[T]) Progress(resourceVersion string) {
+	v := b.parseRV(resourceVersion)
+	b.mu.Lock()
+	b.inboxRV = max(b.inboxRV, v)
+	b.pushed()
 }
 
 // Update calls fn with the backlog locked, holding every event pushed so far, for
@@ -251,6 +318,16 @@ func (p Pending[T]) Range(fn func(key string, events []event.Event[T]) bool) {
 // Push adds e to the pending events of its Event.Key, applying the compression rules at
 // once. The key is taken as it is: BacklogOptions.Key computes none here.
 func (p Pending[T]) Push(e event.Event[T]) { p.b.fifo.Push(e.Key, e, !p.b.sealed) }
+
+// Listed records that the pending events and what the consumer holds are now a list taken
+// at resourceVersion, with the events pushed since: Applied reaches it, lower or not, once
+// the keys pending now are consumed. A relist (eventcache's Replace) calls it after its
+// pushes.
+func (p Pending[T]) Listed(resourceVersion string) {
+	if p.b.opts.OnApplied != nil && resourceVersion != "" {
+		p.b.fifo.listed(p.b.parseRV(resourceVersion))
+	}
+}
 
 // Grow makes room for n more pending keys, so that a burst such as a relist does not
 // grow the backlog's map step by step.
@@ -302,9 +379,13 @@ func (b *Backlog[T]) callbacks(syncedNow bool) {
 	b.reportDepth()
 }
 
-// reportDepth calls opts.Depth with the newest pending count, unless another goroutine is
-// reporting: that one reports again once its call returns, with the newest count.
+// reportDepth calls opts.OnApplied if the watermark changed, and opts.Depth with the
+// newest pending count, unless another goroutine is reporting: that one reports again once
+// its call returns, with the newest count.
 func (b *Backlog[T]) reportDepth() {
+	if b.appliedDirty.Load() && b.appliedDirty.Swap(false) {
+		b.opts.OnApplied()
+	}
 	if b.opts.Depth == nil {
 		return
 	}
@@ -511,4 +592,6 @@ func (b *Backlog[T]) Len() int {
 }
 
 // pendingLocked reports whether anything is pushed and not consumed. Called with mu held.
-func (b *Backlog[T]) pendingLocked() bool { return len(b.inbox) > 0 || b.queued.Load() > 0 }
+func (b *Backlog[T]) pendingLocked() bool {
+	return len(b.inbox) > 0 || b.queued.Load() > 0 || b.inboxRV > 0
+}

@@ -37,12 +37,19 @@ type fifo[T event.Object] struct {
 	// most keys in it since it was made) and the keys in it since it was last empty (peak)
 	// used less than a quarter of that: the burst is over.
 	grown, peak int
+	// rv is the resource version the sorted events have reached (see Backlog.Applied):
+	// every event up to it has been pushed. It is 0 unless the Backlog tracks it.
+	rv uint64
 }
 
 type entry[T event.Object] struct {
-	key        string
-	q          eventQueue[T]
-	marked     bool
+	key    string
+	q      eventQueue[T]
+	marked bool
+	// rvBefore is the fifo's rv when the key became pending. Keys are served in the order
+	// they became pending, so it never decreases along the line, and every event up to the
+	// head's rvBefore belongs to a key ahead of the head: one already popped.
+	rvBefore   uint64
 	out        bool // popped: in entries and in the popped list, not in line
 	prev, next *entry[T]
 	// first holds q's events while there is one, as there is for most keys, so that a
@@ -117,6 +124,7 @@ func (f *fifo[T]) Push(key string, e event.Event[T], mark bool) {
 			f.grown = max(f.grown, f.peak)
 		}
 		f.pending++
+		en.rvBefore = f.rv
 		en.prev = f.tail
 		if f.tail != nil {
 			f.tail.next = en
@@ -188,7 +196,26 @@ func (f *fifo[T]) Keys() []string {
 // Clear drops every pending key and event, and the recycled entries, so that nothing the
 // FIFO held stays reachable through it.
 func (f *fifo[T]) Clear() {
-	*f = fifo[T]{entries: make(map[string]*entry[T]), compression: f.compression, known: f.known}
+	*f = fifo[T]{entries: make(map[string]*entry[T]), compression: f.compression, known: f.known, rv: f.rv}
+}
+
+// watermark returns the resource version up to which every pushed event has been popped
+// or dropped: the head's rvBefore, or rv when nothing is pending.
+func (f *fifo[T]) watermark() uint64 {
+	if f.head != nil {
+		return f.head.rvBefore
+	}
+	return f.rv
+}
+
+// listed sets rv to a list's resource version, lower or not: a relist's state replaces
+// what was applied before it. Pending keys that became pending past it are lowered to it,
+// since the events up to their rvBefore now include the list's, behind them in line.
+func (f *fifo[T]) listed(rv uint64) {
+	f.rv = rv
+	for en := f.head; en != nil; en = en.next {
+		en.rvBefore = min(en.rvBefore, rv)
+	}
 }
 
 // Len returns the number of pending keys.

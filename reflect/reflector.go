@@ -595,6 +595,9 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 			t = event.Deleted
 		case watch.Bookmark:
 			if rv, _, err := readBookmark(e.Object); err == nil {
+				if b, ok := r.cache.(eventcache.Bookmarker); ok {
+					b.Bookmark(rv)
+				}
 				r.setRV(ctx, rv)
 			} else {
 				r.report(ctx, fmt.Errorf("%s: bookmark: %w", r.opts.Name, err))
