@@ -1,5 +1,11 @@
 package controller
 
+import (
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/typedinformer/typedinformer/eventcache"
+)
+
 // Get returns the known object of key, as Store().Get does. With AddHandler it makes a
 // Controller a source of events and objects by key, what a reconcile loop consumes
 // (typed.Source).
@@ -74,4 +80,25 @@ func NewRegistration(synced <-chan struct{}, pending func() int, remove func()) 
 		remove = func() {}
 	}
 	return &Registration{synced: synced, pending: pending, remove: remove}
+}
+
+// Applied returns how far the controller's store has applied the server's changes (see
+// eventcache.EventQueueCollection.Applied).
+func (c *Controller[T, L]) Applied() (rv uint64, ok bool) { return c.collection.Applied() }
+
+// NotifyApplied calls fn once Applied reaches rv or stops being ok (see
+// eventcache.EventQueueCollection.NotifyApplied).
+func (c *Controller[T, L]) NotifyApplied(rv uint64, fn func()) (stop func() bool, reached bool) {
+	return c.collection.NotifyApplied(rv, fn)
+}
+
+// HoldsUID reports whether the store holds the object namespace/name with uid.
+func (c *Controller[T, L]) HoldsUID(namespace, name string, uid types.UID) bool {
+	obj, ok := c.writer.Store().GetByName(namespace, name)
+	return ok && obj.GetUID() == uid
+}
+
+// Watermarks returns the controller itself: one cache, whatever the namespace.
+func (c *Controller[T, L]) Watermarks(string) []eventcache.Watermarked {
+	return []eventcache.Watermarked{c}
 }

@@ -4,7 +4,21 @@ import (
 	"container/heap"
 	"sync"
 	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/types"
 )
+
+// Watermarked is a cache that says how far it has applied its source's changes, and
+// whether it holds an object: what a reconcile loop waits on so that a key is not
+// reconciled from a cache older than its own last write. A controller over an
+// EventQueueCollection is one; so is each namespace of a Manager's cache.
+type Watermarked interface {
+	// Applied and NotifyApplied are EventQueueCollection's.
+	Applied() (rv uint64, ok bool)
+	NotifyApplied(rv uint64, fn func()) (stop func() bool, reached bool)
+	// HoldsUID reports whether the cache holds the object namespace/name with uid.
+	HoldsUID(namespace, name string, uid types.UID) bool
+}
 
 // Bookmarker is an EventCache that can be told a watch's progress: the reflector calls
 // Bookmark with the resource version of each BOOKMARK event, which says that every event

@@ -56,7 +56,9 @@ type keyQueue struct {
 
 type dirtyKey struct {
 	prio priority
-	elem *list.Element // in waiting[prio]; nil while the key is being processed
+	elem *list.Element // in waiting[prio]; nil while the key is being processed or parked
+	// parked: the key waits, neither queued nor processing, until Unpark (see Park).
+	parked bool
 }
 
 func newKeyQueue() *keyQueue {
@@ -139,6 +141,34 @@ func (q *keyQueue) Done(key string) {
 	}
 }
 
+// Park ends the processing of key, handed out at priority p, without queueing it: it
+// waits, holding no worker, until Unpark. Adds meanwhile only raise its priority: a
+// parked key is dirty, and is reconciled once when it is unparked.
+func (q *keyQueue) Park(key string, p priority) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.processing, key)
+	d, ok := q.dirty[key]
+	if !ok {
+		d = &dirtyKey{prio: p}
+		q.dirty[key] = d
+	}
+	d.prio = max(d.prio, p)
+	d.parked = true
+}
+
+// Unpark queues a parked key at the front of its priority's keys, since it has already
+// waited its turn; it does nothing for a key that is not parked.
+func (q *keyQueue) Unpark(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if d, ok := q.dirty[key]; ok && d.parked {
+		d.parked = false
+		d.elem = q.waiting[d.prio].PushFront(key)
+		q.cond.Signal()
+	}
+}
+
 // ShutDown makes Get return shutdown to every caller, now and later, and Add do nothing.
 func (q *keyQueue) ShutDown() {
 	q.mu.Lock()
@@ -167,7 +197,7 @@ func (q *keyQueue) Dirty(key string) bool {
 	return ok
 }
 
-// Pending reports whether key is queued or being processed.
+// Pending reports whether key is queued, parked or being processed.
 func (q *keyQueue) Pending(key string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()

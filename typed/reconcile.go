@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/typedinformer/typedinformer/typed/predicate"
@@ -111,6 +113,17 @@ type Options struct {
 	// Clock times retries and Result.RequeueAfter; the real clock when nil (or a typed
 	// nil). Tests use a fake one.
 	Clock clock.WithDelayedExecution
+	// DisableReadYourWrites turns read-your-writes off. By default a key is not
+	// reconciled while a cache the Loop reads (its Source and Related sources, when
+	// Consistent) has not applied a write that a reconcile of the key made through the
+	// library's writers or reported with consistency.Wrote: a reconcile never acts on a
+	// cache older than its key's own last write. A waiting key holds no worker and does
+	// not grow its retry backoff.
+	DisableReadYourWrites bool
+	// StaleBound is how long a key waits for its caches before the Loop logs it at the
+	// default level and asks them to catch up (see DefaultStaleBound, the default); it
+	// keeps waiting, asking again at twice the wait each time.
+	StaleBound time.Duration
 }
 
 // Source is what a Loop reconciles: events of objects of type T, each with its key, and
@@ -149,6 +162,8 @@ type Loop[T event.Object] struct {
 	// metrics calls Options.Metrics, recovering a panic in it: its calls come from
 	// workers and timers, where nothing else would recover.
 	metrics guard.Metrics[Metrics]
+	// consistencyMetrics is Options.Metrics when it is ConsistencyMetrics.
+	consistencyMetrics guard.Metrics[ConsistencyMetrics]
 
 	mu      sync.Mutex
 	depthMu sync.Mutex // orders the QueueDepth reports
@@ -157,6 +172,8 @@ type Loop[T event.Object] struct {
 	// waiting holds the keys Enqueue was given while the Loop did not run, for the next
 	// Run: a set, so that memory is by key, not by call.
 	waiting map[string]struct{}
+	// watched are the Consistent sources, whose writes a key waits for (see ryw.go).
+	watched []watchedSource
 }
 
 // loopRun is the state of one Run: dropped, with everything it holds, when Run returns.
@@ -189,6 +206,13 @@ type loopRun[T event.Object] struct {
 	// slots holds a token per reconcile running, so that the workers and a part's
 	// HandOver together run at most Options.Workers.
 	slots chan struct{}
+	// writes holds, by key, the writes its caches have not applied yet (guarded by
+	// Loop.mu); nwrites counts them, so that a worker looks them up only when there are
+	// some; parked counts the keys parked waiting for them (see ryw.go).
+	writes  map[string]*pendingWrites
+	nwrites atomic.Int64
+	parked  int
+	logger  klog.Logger
 }
 
 // NewLoop returns a Loop that reconciles src's keys with r. An event reconciles its key only
@@ -228,8 +252,15 @@ func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds
 	if guard.IsNil(opts.RateLimiter) {
 		opts.RateLimiter = nil
 	}
+	if opts.StaleBound <= 0 {
+		opts.StaleBound = DefaultStaleBound
+	}
 	parts, _ := src.(Parts[T])
-	return &Loop[T]{src: src, parts: parts, r: r, opts: opts, preds: slices.Clone(preds), metrics: guard.NewMetrics(opts.Metrics, "loop", opts.Name)}, nil
+	l := &Loop[T]{src: src, parts: parts, r: r, opts: opts, preds: slices.Clone(preds), metrics: guard.NewMetrics(opts.Metrics, "loop", opts.Name)}
+	cm, _ := opts.Metrics.(ConsistencyMetrics)
+	l.consistencyMetrics = guard.NewMetrics(cm, "loop", opts.Name)
+	l.watch(reflect.TypeFor[T](), src)
+	return l, nil
 }
 
 // made returns an error wrapping controller.ErrNilArgument for a nil Loop, or one not
@@ -281,6 +312,8 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 		active:     map[string]context.Context{},
 		reconciled: make(chan struct{}),
 		slots:      make(chan struct{}, l.opts.Workers),
+		writes:     map[string]*pendingWrites{},
+		logger:     klog.FromContext(ctx),
 	}
 	run.enqueue = func(key string, p priority) {
 		run.q.Add(key, p)
@@ -379,6 +412,7 @@ func (l *Loop[T]) stop(run *loopRun[T]) {
 	clear(run.retries)
 	clear(run.failing)
 	clear(run.tombstones)
+	l.stopWritesLocked(run)
 	l.run = nil
 	l.mu.Unlock()
 	for _, reg := range regs {
@@ -471,6 +505,9 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 	if shutdown {
 		return false
 	}
+	if run.nwrites.Load() > 0 && l.park(run, key, prio) {
+		return true // its caches have not applied its writes yet; recheck lets it go
+	}
 	defer run.q.Done(key)
 	if ctx.Err() != nil {
 		return false // Run is about to shut the queue down; start nothing
@@ -516,7 +553,7 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 
 	logger := klog.FromContext(ctx).WithValues("loop", l.opts.Name, "key", key)
 	start := time.Now()
-	res, err := l.reconcile(klog.NewContext(rctx, logger), req)
+	res, err := l.reconcile(klog.NewContext(l.withRecorder(rctx, run, key), logger), req)
 	l.metrics.Call(ctx, "ReconcileLatency", func(m Metrics) { m.ReconcileLatency(l.opts.Name, time.Since(start)) })
 	switch {
 	case err != nil && !IsTerminal(err) && interrupted(ctx, err):

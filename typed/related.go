@@ -3,6 +3,7 @@ package typed
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/typedinformer/typedinformer/typed/predicate"
@@ -42,6 +43,7 @@ func Related[S event.Object, T event.Object](
 	if l == nil {
 		return fmt.Errorf("%w: Related's Loop, for %T", controller.ErrNilArgument, zero)
 	}
+	l.watch(reflect.TypeFor[S](), secondary)
 	validate := func() error {
 		switch {
 		case guard.IsNil(secondary):

@@ -95,6 +95,7 @@ type ListerWatcher[T event.Object, L List] struct {
 	// WaitForWatchers.
 	watchersChanged chan struct{}
 	noWatchList     bool
+	holding         bool // HoldWatches
 	listFail        failure
 	watchFail       failure
 	listCalls       int
@@ -543,6 +544,7 @@ func (f *ListerWatcher[T, L]) Watch(ctx context.Context, opts metav1.ListOptions
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
 	w := newWatcher(ctx, sel, opts.AllowWatchBookmarks, timeout, f.removeWatcher)
+	w.held = f.holding
 	// Queue the current state or the replay under f.mu, before any later change, so the
 	// watch sees an unbroken sequence.
 	switch {
@@ -668,6 +670,24 @@ func (f *ListerWatcher[T, L]) CloseWatches() {
 	}
 	clear(f.watchers)
 	f.watchersChangedLocked()
+}
+
+// HoldWatches makes every watch, open or opened later, hold back its events: writes,
+// bookmarks and the end of a watch are queued in order and nothing is delivered until
+// ReleaseWatches, as a watch lagging behind the server's writes (a slow watch cache, a
+// congested connection) shows them. Lists and writes are answered at once.
+func (f *ListerWatcher[T, L]) HoldWatches() { f.holdWatches(true) }
+
+// ReleaseWatches delivers, in order, what HoldWatches held back, and what comes after.
+func (f *ListerWatcher[T, L]) ReleaseWatches() { f.holdWatches(false) }
+
+func (f *ListerWatcher[T, L]) holdWatches(held bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holding = held
+	for w := range f.watchers {
+		w.hold(held)
+	}
 }
 
 // SendBookmark sends every open watch that set allowWatchBookmarks a BOOKMARK event whose

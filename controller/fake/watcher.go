@@ -31,6 +31,7 @@ type watcher struct {
 	queue []watch.Event
 	ended bool // no more events are accepted; close after draining the queue
 	gone  bool // the goroutine has exited; events are dropped
+	held  bool // events stay queued until released (see ListerWatcher.HoldWatches)
 }
 
 func newWatcher(ctx context.Context, sel selector, bookmarks bool, timeout time.Duration, remove func(*watcher)) *watcher {
@@ -78,6 +79,14 @@ func (w *watcher) end() {
 	w.signal()
 }
 
+// hold holds back or releases the queued events.
+func (w *watcher) hold(held bool) {
+	w.mu.Lock()
+	w.held = held
+	w.mu.Unlock()
+	w.signal()
+}
+
 func (w *watcher) signal() {
 	select {
 	case w.wake <- struct{}{}:
@@ -90,6 +99,9 @@ func (w *watcher) signal() {
 func (w *watcher) next() (e watch.Event, ok, ended bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.held {
+		return watch.Event{}, false, false
+	}
 	if len(w.queue) == 0 {
 		return watch.Event{}, false, w.ended
 	}

@@ -205,6 +205,7 @@ type shared[T event.Object] interface {
 	AddHandler(name string, h controller.Handler[T]) (*controller.Registration, error)
 	AddIndexers(indexers eventcache.Indexers[T]) error
 	WaitForSync(ctx context.Context) error
+	eventcache.Watermarked
 }
 
 // Acquire returns a handle on the cache of src's objects that opts select, shared with
@@ -591,6 +592,17 @@ func (c *Cache[T]) memberOf(namespace string) (member[T], bool) {
 		return member[T]{}, false
 	}
 	return ms[i], true
+}
+
+// Watermarks returns the shared cache that holds namespace's objects, none for a
+// namespace outside the cache: each namespace of a cache of several is a watch of its
+// own, with resource versions that are not compared with another's. It makes a Cache
+// typed.Consistent, so that a Loop over it reads its own writes.
+func (c *Cache[T]) Watermarks(namespace string) []eventcache.Watermarked {
+	if mb, ok := c.memberOf(namespace); ok {
+		return []eventcache.Watermarked{mb.ctrl}
+	}
+	return nil
 }
 
 // Get returns the object with the given key (namespace/name, or name for a

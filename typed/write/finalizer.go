@@ -233,7 +233,7 @@ func (f *Finalizer[T]) patch(ctx context.Context, client Patcher[T], obj, state 
 		if err := answered("Patch", written, err); err != nil {
 			return err
 		}
-		f.last.record(writeKey(obj.GetNamespace(), obj.GetName()), written)
+		f.last.record(ctx, writeKey(obj.GetNamespace(), obj.GetName()), written)
 		return nil
 	})
 	return cur, err

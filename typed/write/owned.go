@@ -174,7 +174,7 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 			if err := answered("Create", created, err); err != nil {
 				return err
 			}
-			o.last.record(key, created)
+			o.last.record(ctx, key, created)
 			change = Created
 			logger.V(2).Info("Created owned object", "owner", klog.KObj(owner))
 			return nil
@@ -191,7 +191,7 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 		if err := answered("Update", updated, err); err != nil {
 			return err
 		}
-		o.last.record(key, updated)
+		o.last.record(ctx, key, updated)
 		change = Updated
 		if metav1.GetControllerOfNoCopy(cur) == nil {
 			// Not silent: the object may have been made by hand.

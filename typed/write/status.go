@@ -133,7 +133,7 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 		if err := answered("UpdateStatus", written, err); err != nil {
 			return err
 		}
-		w.last.record(key, written)
+		w.last.record(ctx, key, written)
 		klog.FromContext(ctx).V(2).Info("Updated status", "kind", kindOf(obj), "object", klog.KObj(cur))
 		return nil
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
+	"github.com/typedinformer/typedinformer/typed/consistency"
 )
 
 // Getter reads one object by name, in the namespace its client is for.
@@ -194,8 +195,14 @@ func (l *lastWrites[T]) newest(key string, obj T) (T, freshness) {
 // record remembers written, the state the server returned from a write of the object
 // key, unless the writer remembers a newer one. A state without a resource version,
 // which no API server returns, is not remembered.
-func (l *lastWrites[T]) record(key string, written T) {
-	if l == nil || guard.IsNil(written) || written.GetResourceVersion() == "" {
+func (l *lastWrites[T]) record(ctx context.Context, key string, written T) {
+	if guard.IsNil(written) || written.GetResourceVersion() == "" {
+		return
+	}
+	// For the reconcile loop too: the key being reconciled waits for its caches to apply
+	// this write before it is reconciled again.
+	consistency.Wrote(ctx, written)
+	if l == nil {
 		return
 	}
 	l.mu.Lock()

@@ -1,0 +1,241 @@
+package typed_test
+
+// Tests that attack read-your-writes: a key is not reconciled from a cache older than its
+// own last write, a waiting key holds no worker and grows no backoff, and the wait is
+// seen when it lasts.
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
+	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/consistency"
+)
+
+func newLoop(t *testing.T, src typed.Source[obj], r typed.ReconcilerFunc[obj], opts typed.Options) *typed.Loop[obj] {
+	t.Helper()
+	l, err := typed.NewLoop(src, r, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// counting is a reconciler that, like a controller creating a child it does not see,
+// raises a's count by one when the cache shows it below want, and records what it read.
+type counting struct {
+	lw   *fake.ListerWatcher[obj, list]
+	want atomic.Int32
+	mu   sync.Mutex
+	seen []string // per reconcile of a: the count the cache showed
+	b    atomic.Int32
+}
+
+func (r *counting) reconcile(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+	if req.Name != "a" {
+		r.b.Add(1)
+		return typed.Result{}, nil
+	}
+	r.mu.Lock()
+	r.seen = append(r.seen, req.Object.Data["v"])
+	r.mu.Unlock()
+	n, _ := strconv.Atoi(req.Object.Data["v"])
+	if n >= int(r.want.Load()) {
+		return typed.Result{}, nil
+	}
+	next := req.Object.DeepCopy()
+	next.Data["v"] = strconv.Itoa(n + 1)
+	written, err := r.lw.Update(next)
+	if err != nil {
+		return typed.Result{}, err
+	}
+	consistency.Wrote(ctx, written)
+	return typed.Result{}, nil
+}
+
+func (r *counting) reads() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.seen...)
+}
+
+// The Sieve class of stale-state bugs: a reconcile computes from a cache that does not
+// yet show its own last write. With the watch held back after the first reconcile's
+// write, the key is asked for again; by default it waits, holding no worker (b is
+// reconciled meanwhile with one worker), and its next reconcile reads its write. With
+// read-your-writes off the same test reads the stale count, so it can tell.
+func TestAKeyIsNotReconciledFromACacheOlderThanItsOwnLastWrite(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "DisableReadYourWrites"}[off], func(t *testing.T) {
+			lw := fake.New[obj, list](cm("a", "0"), cm("b", "0"))
+			c := testctl.New(t, lw, controller.Options[obj]{})
+			r := &counting{lw: lw}
+			r.want.Store(1)
+			var whens atomic.Int32
+			limiter := whenCounter{workqueue.DefaultTypedControllerRateLimiter[string](), &whens}
+			l := newLoop(t, c, r.reconcile, typed.Options{Workers: 1, DisableReadYourWrites: off, RateLimiter: limiter})
+			runUntilCleanup(context.Background(), t, lw, c, l)
+			// Reads 0 and writes 1, then reads 1 from its write's event.
+			eventually(t, "a at 1, read back", func() bool { got := r.reads(); return len(got) >= 2 && got[len(got)-1] == "1" })
+			eventually(t, "b reconciled once", func() bool { return r.b.Load() == 1 })
+
+			lw.HoldWatches()
+			r.want.Store(2)
+			l.Enqueue("ns/a") // reads 1, writes 2, which the cache cannot show
+			eventually(t, "the reconcile that writes 2", func() bool { return len(r.reads()) >= 3 })
+			l.Enqueue("ns/a")
+			l.Enqueue("ns/b")
+			eventually(t, "b reconciled while a waits", func() bool { return r.b.Load() == 2 })
+			if off {
+				eventually(t, "a reconciled from the stale cache", func() bool { return len(r.reads()) >= 4 })
+				if got := r.reads()[3]; got != "1" {
+					t.Fatalf("with read-your-writes off, the reconcile read %s; want the stale 1", got)
+				}
+				lw.ReleaseWatches()
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // a reconcile that is wrongly due would start now
+			if got := r.reads(); len(got) != 3 {
+				t.Fatalf("a was reconciled from a cache that has not applied its write: reads %v", got)
+			}
+			lw.ReleaseWatches()
+			eventually(t, "a reconciled once its write is applied", func() bool { return len(r.reads()) >= 4 })
+			if got := r.reads(); got[3] != "2" {
+				t.Fatalf("the reconcile after the wait read %v; want its own write, 2, last", got)
+			}
+			if n := whens.Load(); n != 0 {
+				t.Fatalf("the rate limiter was asked %d times: a waiting key must not back off", n)
+			}
+		})
+	}
+}
+
+// whenCounter counts the retries a rate limiter is asked for.
+type whenCounter struct {
+	workqueue.TypedRateLimiter[string]
+	n *atomic.Int32
+}
+
+func (w whenCounter) When(key string) time.Duration {
+	w.n.Add(1)
+	return w.TypedRateLimiter.When(key)
+}
+
+// A deletion whose response carries no object is waited for by UID: the key is not
+// reconciled while the cache still holds the deleted object.
+func TestADeletionIsWaitedForUntilTheCacheNoLongerHoldsTheObject(t *testing.T) {
+	lw := fake.New[obj, list](cm("a", "0"), cm("child", "0"))
+	c := testctl.New(t, lw, controller.Options[obj]{})
+	var reconciles atomic.Int32
+	var sawChild atomic.Bool
+	l := newLoop(t, c, func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+		if req.Name != "a" {
+			return typed.Result{}, nil
+		}
+		if reconciles.Add(1) == 1 {
+			child, _ := c.Get("ns/child")
+			if _, err := lw.Delete("ns", "child"); err != nil {
+				return typed.Result{}, err
+			}
+			consistency.Deleted(ctx, child)
+			return typed.Result{}, nil
+		}
+		_, ok := c.Get("ns/child")
+		sawChild.Store(ok)
+		return typed.Result{}, nil
+	}, typed.Options{})
+	lw.HoldWatches()
+	runUntilCleanup(context.Background(), t, lw, c, l)
+	eventually(t, "the first reconcile", func() bool { return reconciles.Load() == 1 })
+	l.Enqueue("ns/a")
+	time.Sleep(50 * time.Millisecond)
+	if n := reconciles.Load(); n != 1 {
+		t.Fatalf("a reconciled %d times while the cache still held the child it deleted", n)
+	}
+	lw.ReleaseWatches()
+	eventually(t, "the second reconcile", func() bool { return reconciles.Load() >= 2 })
+	if sawChild.Load() {
+		t.Fatal("the reconcile after the wait still saw the deleted child")
+	}
+}
+
+// consistencyMetrics records what read-your-writes reports.
+type consistencyMetrics struct {
+	countingMetrics
+	mu      sync.Mutex
+	waiting []int
+	waits   []time.Duration
+	bounds  atomic.Int32
+}
+
+func (m *consistencyMetrics) KeysWaiting(_ string, n int) {
+	m.mu.Lock()
+	m.waiting = append(m.waiting, n)
+	m.mu.Unlock()
+}
+
+func (m *consistencyMetrics) WriteWait(_ string, d time.Duration) {
+	m.mu.Lock()
+	m.waits = append(m.waits, d)
+	m.mu.Unlock()
+}
+
+func (m *consistencyMetrics) StaleBoundHit(string) { m.bounds.Add(1) }
+
+// A wait that lasts is seen: at StaleBound the Loop reports it (and logs it) and keeps the
+// key waiting, fail-closed; the cache's bookmark then lets it go, and the wait's length is
+// reported.
+func TestAWaitPastTheBoundIsReportedAndEndsWithTheCachesProgress(t *testing.T) {
+	lw := fake.New[obj, list](cm("a", "0"))
+	c := testctl.New(t, lw, controller.Options[obj]{})
+	clk := testingclock.NewFakeClock(time.Now())
+	m := &consistencyMetrics{}
+	var reconciles atomic.Int32
+	l := newLoop(t, c, func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+		if reconciles.Add(1) == 1 {
+			// A write the cache never sees as an event, as when the object is outside its
+			// selector: only a bookmark moves it past.
+			other := cm("elsewhere", "x")
+			other.ResourceVersion = "1000"
+			consistency.Wrote(ctx, other)
+		}
+		return typed.Result{}, nil
+	}, typed.Options{Clock: clk, Metrics: m, StaleBound: time.Second})
+	runUntilCleanup(context.Background(), t, lw, c, l)
+	eventually(t, "the first reconcile", func() bool { return reconciles.Load() == 1 })
+	l.Enqueue("ns/a")
+	eventually(t, "a waiting", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.waiting) > 0 && m.waiting[len(m.waiting)-1] == 1
+	})
+	eventually(t, "the bound hit", func() bool {
+		clk.Step(time.Second)
+		return m.bounds.Load() >= 1
+	})
+	if n := reconciles.Load(); n != 1 {
+		t.Fatalf("reconciled %d times: past the bound the key must keep waiting", n)
+	}
+	for range 1000 {
+		if _, err := lw.Update(cm("a", "0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lw.SendBookmark()
+	eventually(t, "a reconciled after the bookmark", func() bool { return reconciles.Load() >= 2 })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.waits) != 1 || m.waits[0] < time.Second || m.waiting[len(m.waiting)-1] != 0 {
+		t.Fatalf("waits %v, keys waiting %v; want one wait of at least the bound, and 0 waiting", m.waits, m.waiting)
+	}
+}
