@@ -102,3 +102,9 @@ func (c *Controller[T, L]) HoldsUID(namespace, name string, uid types.UID) bool 
 func (c *Controller[T, L]) Watermarks(string) []eventcache.Watermarked {
 	return []eventcache.Watermarked{c}
 }
+
+// RequestProgress asks the controller's reflector for a bookmark, so that Applied catches
+// up with the server although nothing the controller watches changes (see
+// reflect.Reflector.RequestProgress). A reconcile loop waiting past its bound on this
+// cache calls it.
+func (c *Controller[T, L]) RequestProgress() { c.reflector.RequestProgress() }

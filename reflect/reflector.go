@@ -66,6 +66,7 @@ import (
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/eventcache"
@@ -75,6 +76,14 @@ import (
 // minWatchDuration is how long a watch must last for its quiet end to count as the
 // server's ordinary timeout rather than a failure; client-go uses the same second.
 const minWatchDuration = time.Second
+
+// progressWatchTimeout is the timeout of a watch opened for RequestProgress: short enough
+// that kube-apiserver's watch cache sends its bookmark (2 s before a watch's deadline)
+// about a second later, long enough to count as a watch that ran its course.
+const progressWatchTimeout = 3 * time.Second
+
+// errProgressRequested ends a watch for RequestProgress; it is not reported.
+var errProgressRequested = errors.New("progress requested")
 
 // DefaultBackoff is the backoff used when Options.Backoff is zero: 800ms doubling with
 // full jitter up to 30s, as client-go's reflector does.
@@ -160,11 +169,14 @@ type Reflector[T event.Object, L List] struct {
 	relist bool
 	// watchListUnsupported is set once the server has rejected a watch-list request.
 	watchListUnsupported bool
+	// progress asks the watch loop for a bookmark (see RequestProgress); capacity 1, so
+	// that requests made while one is pending are one.
+	progress chan struct{}
 }
 
 // New returns a Reflector that feeds cache from lw.
 func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventCache[T], opts Options[T]) *Reflector[T, L] {
-	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock}
+	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock, progress: make(chan struct{}, 1)}
 	if guard.IsNil(r.clock) { // a typed-nil Clock is none, as a nil one is
 		r.clock = clock.RealClock{}
 	}
@@ -188,6 +200,19 @@ func (r *Reflector[T, L]) LastSyncResourceVersion() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastRV
+}
+
+// RequestProgress asks the reflector to make its cache catch up with the server although
+// nothing it watches changes: it ends its watch and watches again from the same resource
+// version with a timeout of progressWatchTimeout, to which kube-apiserver's watch cache
+// answers, about 2 s before the timeout, with a bookmark carrying the resource version it
+// has sent up to (the cache then reaches it, see eventcache.Bookmarker). No event is
+// listed again or lost. Requests made while one is pending are one; it never blocks.
+func (r *Reflector[T, L]) RequestProgress() {
+	select {
+	case r.progress <- struct{}{}:
+	default:
+	}
 }
 
 func (r *Reflector[T, L]) setRV(ctx context.Context, rv string) {
@@ -303,13 +328,18 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 		defer t.Stop()
 		resync = t.C()
 	}
+	short := false // the next watch is for a bookmark (RequestProgress)
 	for {
 		if w == nil {
 			start = r.clock.Now()
+			timeout := watchTimeout()
+			if short {
+				timeout = ptr.To(int64(progressWatchTimeout / time.Second))
+			}
 			w, events, err = r.watch(ctx, metav1.ListOptions{
 				ResourceVersion:     r.LastSyncResourceVersion(),
 				AllowWatchBookmarks: true,
-				TimeoutSeconds:      watchTimeout(),
+				TimeoutSeconds:      timeout,
 			})
 			if err != nil {
 				return progressed, r.classify(fmt.Errorf("watch: %w", err))
@@ -319,7 +349,11 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 		w.Stop()
 		w = nil
 		progressed = progressed || n > 0
+		short = errors.Is(err, errProgressRequested)
 		switch lasted := r.clock.Since(start); {
+		case short:
+			klog.FromContext(ctx).V(4).Info("watching again for a bookmark, as asked", "reflector", r.opts.Name)
+			continue
 		case err != nil:
 			return progressed, r.classify(err)
 		case n > 0:
@@ -571,6 +605,8 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 		select {
 		case <-ctx.Done():
 			return n, ctx.Err()
+		case <-r.progress:
+			return n, errProgressRequested
 		case <-resync:
 			if err := r.cache.Synchronize(); err != nil {
 				r.report(ctx, fmt.Errorf("%s: synchronize: %w", r.opts.Name, err))
