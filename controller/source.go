@@ -1,9 +1,14 @@
 package controller
 
 import (
+	"context"
+	"fmt"
+	"strconv"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/typedinformer/typedinformer/eventcache"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // Get returns the known object of key, as Store().Get does. With AddHandler it makes a
@@ -108,3 +113,38 @@ func (c *Controller[T, L]) Watermarks(string) []eventcache.Watermarked {
 // reflect.Reflector.RequestProgress). A reconcile loop waiting past its bound on this
 // cache calls it.
 func (c *Controller[T, L]) RequestProgress() { c.reflector.RequestProgress() }
+
+// Fence waits until the controller's store is at least as new as a consistent read taken
+// when it is called: it then holds every write committed before the call (the last
+// writes of a replica that held the keys before this one). The watch usually carries no
+// event up to the read's resource version (it is the server's, across all kinds), so
+// Fence asks for a bookmark (RequestProgress) when the store is behind it. It returns
+// ctx's error if ctx ends first, and the read's error if the read fails; a store whose
+// versions cannot be compared, or that has stopped, is not waited for, nor is one of a
+// resource the server does not serve (reflect.IsResourceNotServed).
+func (c *Controller[T, L]) Fence(ctx context.Context) error {
+	rv, err := c.reflector.ConsistentRV(ctx)
+	if reflect.IsResourceNotServed(err) {
+		return nil // no object to read stale; its return relists the cache
+	}
+	if err != nil {
+		return fmt.Errorf("fence of %q: %w", c.cfg.name, err)
+	}
+	target, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return nil // an opaque version orders nothing
+	}
+	reached := make(chan struct{})
+	stop, already := c.NotifyApplied(target, func() { close(reached) })
+	if already {
+		return nil
+	}
+	defer stop()
+	c.RequestProgress()
+	select {
+	case <-reached:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -30,7 +30,7 @@ func (a *applier) Apply(batch []ev) ([]ev, []error) {
 	}
 	return batch, nil
 }
-func (a *applier) Deliver([]ev)    {}
+func (a *applier) Deliver([]ev)   {}
 func (a *applier) Report([]error) {}
 
 func tracked(calls *atomic.Int64) *queue.Backlog[*corev1.ConfigMap] {

@@ -215,6 +215,28 @@ func (r *Reflector[T, L]) RequestProgress() {
 	}
 }
 
+// ConsistentRV returns the resource version of a consistent read of the source, now: a
+// list of at most one object, with the reflector's selectors and permissions. Every write
+// committed before the call is at or below it.
+func (r *Reflector[T, L]) ConsistentRV(ctx context.Context) (string, error) {
+	opts, err := r.listOptions(metav1.ListOptions{ResourceVersion: "", Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	l, err := callLW("List", func() (L, error) { return r.lw.List(ctx, opts) })
+	if err != nil && !errors.Is(err, ErrIncompleteList) {
+		return "", listError{err} // IsResourceNotServed tells a resource no longer served
+	}
+	if guard.IsNil(l) {
+		return "", fmt.Errorf("%w: List returned %#v", ErrNilResult, l)
+	}
+	acc, err := meta.ListAccessor(l)
+	if err != nil {
+		return "", err
+	}
+	return acc.GetResourceVersion(), nil
+}
+
 func (r *Reflector[T, L]) setRV(ctx context.Context, rv string) {
 	if rv == "" {
 		return
@@ -430,20 +452,18 @@ func callLW[R any](method string, call func() (R, error)) (_ R, err error) {
 	return call()
 }
 
-// listRV is the resource version to list from: for a plain list "0" (any, cheap, from the watch
-// cache) for the first list, "" (a consistent read) after 410 Gone or "too large resource
-// version", since the cached state may be older than what the reflector has already seen.
+// listRV is the resource version to list from. A plain list always reads consistently
+// (""): a list from "0" may be answered from a watch cache that lags, and a cache started
+// from it could show a controller less than it has itself written (DESIGN 19). A
+// watch-list continues from the last resource version seen ("" the first time and after
+// 410 Gone or "too large resource version", a consistent read).
 func (r *Reflector[T, L]) listRV(watchList bool) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case r.relist:
-		return ""
-	case watchList:
-		return r.lastRV // "" the first time: a consistent read, as watch-list requires
-	default:
-		return "0"
+	if watchList && !r.relist {
+		return r.lastRV
 	}
+	return ""
 }
 
 // list lists (or watch-lists) and replaces the cache. For a watch-list it returns the

@@ -201,8 +201,8 @@ func TestListsThenWatchesFromTheListResourceVersion(t *testing.T) {
 		t.Errorf("cache calls (-want +got):\n%s", diff)
 	}
 	actions := src.Actions()
-	if actions[0].Verb != fake.VerbList || actions[0].Options.ResourceVersion != "0" {
-		t.Errorf("first action = %+v, want a list from resource version 0", actions[0])
+	if actions[0].Verb != fake.VerbList || actions[0].Options.ResourceVersion != "" {
+		t.Errorf("first action = %+v, want a consistent list (resource version \"\")", actions[0])
 	}
 	if actions[1].Verb != fake.VerbWatch || actions[1].Options.ResourceVersion != "2" || !actions[1].Options.AllowWatchBookmarks {
 		t.Errorf("second action = %+v, want a watch from 2 with bookmarks", actions[1])
@@ -263,7 +263,7 @@ func TestRelistsAfterGoneWithoutLosingAnything(t *testing.T) {
 			lists = append(lists, a.Options.ResourceVersion)
 		}
 	}
-	if diff := cmp.Diff([]string{"0", ""}, lists); diff != "" {
+	if diff := cmp.Diff([]string{"", ""}, lists); diff != "" {
 		t.Errorf("list resource versions (-want +got): the relist after 410 must be a consistent read\n%s", diff)
 	}
 }
@@ -501,13 +501,13 @@ func TestRelistsWithConsistentReadWhenResourceVersionIsTooLarge(t *testing.T) {
 			// server's ERROR event: a Timeout status with the ResourceVersionTooLarge cause.
 			name:         "ERROR event from a server behind the last version seen",
 			bookmarkRV:   "100",
-			wantRequests: []string{"list 0", "watch 1", "watch 100", "list ", "watch 1"},
+			wantRequests: []string{"list ", "watch 1", "watch 100", "list ", "watch 1"},
 		},
 		{
 			name:         "older server that says it only in the message",
 			bookmarkRV:   "1",
 			watchErr:     apierrors.NewTimeoutError("Too large resource version: 1, current: 0", 1),
-			wantRequests: []string{"list 0", "watch 1", "watch 1", "list ", "watch 1"},
+			wantRequests: []string{"list ", "watch 1", "watch 1", "list ", "watch 1"},
 		},
 	}
 	for _, tt := range tests {
@@ -563,7 +563,7 @@ func TestWatchEndingWithoutEvents(t *testing.T) {
 			if len(errs) != tt.wantErrors || tt.wantErrors > 0 && !errors.Is(errs[0], reflect.ErrShortWatch) {
 				t.Errorf("errors = %v, want %d wrapping ErrShortWatch", errs, tt.wantErrors)
 			}
-			if diff := cmp.Diff([]string{"list 0", "watch 1", "watch 1"}, requests(src)); diff != "" {
+			if diff := cmp.Diff([]string{"list ", "watch 1", "watch 1"}, requests(src)); diff != "" {
 				t.Errorf("requests (-want +got): the watch is resumed, not relisted\n%s", diff)
 			}
 		})
@@ -585,7 +585,7 @@ func TestBookmarkAdvancesTheResourceVersionOfTheNextWatch(t *testing.T) {
 	src.SendBookmark()
 	src.CloseWatches()
 	waitForWatchers(t, src, 1)
-	if diff := cmp.Diff([]string{"list 0", "watch 1", "watch 3"}, requests(src)); diff != "" {
+	if diff := cmp.Diff([]string{"list ", "watch 1", "watch 3"}, requests(src)); diff != "" {
 		t.Errorf("requests (-want +got): the next watch must start from the bookmark's version\n%s", diff)
 	}
 }

@@ -375,6 +375,9 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 			return nil
 		}
 	}
+	if !l.fence(ctx, run.logger) {
+		return nil
+	}
 	var wg sync.WaitGroup
 	for range l.opts.Workers {
 		wg.Go(func() {

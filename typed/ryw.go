@@ -2,14 +2,17 @@ package typed
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/typedinformer/typedinformer/event"
@@ -30,6 +33,9 @@ type Consistent interface {
 	// Watermarks returns the caches that may hold objects of namespace ("" for
 	// cluster-scoped objects).
 	Watermarks(namespace string) []eventcache.Watermarked
+	// Fence waits until every cache of the source is at least as new as a consistent
+	// read taken when it is called.
+	Fence(ctx context.Context) error
 }
 
 // ConsistencyMetrics is implemented by an Options.Metrics that also wants to know how
@@ -42,6 +48,55 @@ type ConsistencyMetrics interface {
 	WriteWait(loop string, d time.Duration)
 	// StaleBoundHit is called each time a key has waited Options.StaleBound.
 	StaleBoundHit(loop string)
+	// FenceDuration is called when a Run's fence is passed, with how long it took.
+	FenceDuration(loop string, d time.Duration)
+}
+
+// fenceRetry bounds the wait between two attempts at a fence whose read failed.
+const fenceRetry = 30 * time.Second
+
+// fence waits, before a Run reconciles anything, until every cache of the Loop's
+// Consistent sources is at least as new as a consistent read taken now: a replica that
+// takes over (a new term as leader, a restart) never acts on a cache older than the
+// writes of the replica that held the keys before it. A read that fails is tried again,
+// after 1 s doubling up to fenceRetry: with the server unreachable no write could succeed
+// anyway. It reports false when ctx ended first.
+func (l *Loop[T]) fence(ctx context.Context, logger klog.Logger) bool {
+	if l.opts.DisableReadYourWrites {
+		return true
+	}
+	l.mu.Lock()
+	watched := slices.Clone(l.watched)
+	l.mu.Unlock()
+	start := l.opts.Clock.Now()
+	for wait := time.Second; ; wait = min(2*wait, fenceRetry) {
+		errs := make([]error, len(watched))
+		var wg sync.WaitGroup
+		for i, w := range watched {
+			wg.Go(func() { errs[i] = w.src.Fence(ctx) })
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			return false
+		}
+		err := errors.Join(errs...)
+		if err == nil {
+			took := l.opts.Clock.Since(start)
+			if took > l.opts.StaleBound {
+				logger.Info("The caches took long to reach the consistent point taken as the loop started", "loop", l.opts.Name, "took", took)
+			}
+			l.consistencyMetrics.Call(ctx, "FenceDuration", func(m ConsistencyMetrics) { m.FenceDuration(l.opts.Name, took) })
+			return true
+		}
+		logger.Error(err, "Reading the consistent point the loop's caches must reach before it starts; trying again", "loop", l.opts.Name, "after", wait)
+		t := l.opts.Clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C():
+		}
+	}
 }
 
 // watchedSource is a Consistent source of the Loop, and the Go type of its objects.

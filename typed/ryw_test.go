@@ -176,6 +176,7 @@ type consistencyMetrics struct {
 	waiting []int
 	waits   []time.Duration
 	bounds  atomic.Int32
+	fences  atomic.Int32
 }
 
 func (m *consistencyMetrics) KeysWaiting(_ string, n int) {
@@ -191,6 +192,8 @@ func (m *consistencyMetrics) WriteWait(_ string, d time.Duration) {
 }
 
 func (m *consistencyMetrics) StaleBoundHit(string) { m.bounds.Add(1) }
+
+func (m *consistencyMetrics) FenceDuration(string, time.Duration) { m.fences.Add(1) }
 
 // A wait that lasts is seen: at StaleBound the Loop reports it (and logs it) and keeps the
 // key waiting, fail-closed; the cache's bookmark then lets it go, and the wait's length is
@@ -237,5 +240,49 @@ func TestAWaitPastTheBoundIsReportedAndEndsWithTheCachesProgress(t *testing.T) {
 	defer m.mu.Unlock()
 	if len(m.waits) != 1 || m.waits[0] < time.Second || m.waiting[len(m.waiting)-1] != 0 {
 		t.Fatalf("waits %v, keys waiting %v; want one wait of at least the bound, and 0 waiting", m.waits, m.waiting)
+	}
+}
+
+// A replica that takes over (a new term as leader) must not act on a cache older than
+// the previous holder's last writes: its Run reconciles nothing until each cache has
+// reached a consistent read taken as it starts. Here the cache, synced and warm, has not
+// seen the last write when the Loop starts; the first reconcile waits for it and reads it.
+func TestARunReconcilesNothingBeforeItsCachesReachAConsistentReadTakenAsItStarts(t *testing.T) {
+	lw := fake.New[obj, list](cm("a", "0"))
+	c := testctl.New(t, lw, controller.Options[obj]{})
+	var read atomic.Value
+	m := &consistencyMetrics{}
+	l := newLoop(t, c, func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
+		read.CompareAndSwap(nil, req.Object.Data["v"])
+		return typed.Result{}, nil
+	}, typed.Options{Metrics: m})
+	takeOver := make(chan struct{})
+	ctx := runUntilEnd(context.Background(), t, c.Run, func(ctx context.Context) error {
+		select {
+		case <-takeOver:
+			return l.Run(ctx)
+		case <-ctx.Done():
+			return nil
+		}
+	})
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lw.HoldWatches()
+	if _, err := lw.Update(cm("a", "1")); err != nil { // the previous leader's last write
+		t.Fatal(err)
+	}
+	close(takeOver)
+	time.Sleep(50 * time.Millisecond) // a reconcile wrongly started would have read by now
+	if v := read.Load(); v != nil {
+		t.Fatalf("reconciled before the cache reached the consistent point, reading %v", v)
+	}
+	lw.ReleaseWatches()
+	eventually(t, "the first reconcile", func() bool { return read.Load() != nil })
+	if v := read.Load(); v != "1" {
+		t.Fatalf("the first reconcile read %v; want the last write, 1", v)
+	}
+	if m.fences.Load() != 1 {
+		t.Fatalf("FenceDuration reported %d times; want 1", m.fences.Load())
 	}
 }

@@ -19,7 +19,8 @@
 //     existing selected object first (sorted by key, with no bookmark after them), then
 //     live changes; selectors applied like the server does (an update that moves an
 //     object out of the selector arrives as DELETED, one that moves it in as ADDED);
-//     bookmarks only when allowWatchBookmarks is set; timeoutSeconds; watch-list
+//     bookmarks only when allowWatchBookmarks is set, and then, as kube-apiserver's watch
+//     cache does, one 2 s before a watch's timeoutSeconds; timeoutSeconds; watch-list
 //     (sendInitialEvents=true) with the "k8s.io/initial-events-end" bookmark.
 //   - Compaction: a resource version older than the compaction point gets 410 Gone
 //     (reason Expired) from List with Exact and from a continue token, and a watch that

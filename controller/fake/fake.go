@@ -545,6 +545,13 @@ func (f *ListerWatcher[T, L]) Watch(ctx context.Context, opts metav1.ListOptions
 	}
 	w := newWatcher(ctx, sel, opts.AllowWatchBookmarks, timeout, f.removeWatcher)
 	w.held = f.holding
+	w.bookmark = func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		bm := f.newObject()
+		bm.SetResourceVersion(formatRV(f.rv))
+		w.push(watch.Event{Type: watch.Bookmark, Object: bm})
+	}
 	// Queue the current state or the replay under f.mu, before any later change, so the
 	// watch sees an unbroken sequence.
 	switch {

@@ -998,3 +998,27 @@ func TestNewPanicsOnBadSeeds(t *testing.T) {
 		})
 	}
 }
+
+// As kube-apiserver's watch cache does, a watch that allows bookmarks gets one at the
+// current resource version 2 s before its timeout, though nothing it selects changed: how
+// a client learns that it has seen everything up to a write elsewhere.
+func TestAWatchGetsABookmarkTwoSecondsBeforeItsTimeout(t *testing.T) {
+	f := newFake(cm("ns", "a", nil))
+	w := mustWatch(t, f, metav1.ListOptions{ResourceVersion: "1", AllowWatchBookmarks: true, TimeoutSeconds: ptr(int64(3))})
+	defer w.Stop()
+	if _, err := f.Create(cm("other", "b", map[string]string{"x": "y"})); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for e := range w.ResultChan() {
+		if e.Type != watch.Bookmark {
+			continue
+		}
+		rv := e.Object.(*corev1.ConfigMap).ResourceVersion
+		if took := time.Since(start); rv != "2" || took > 2500*time.Millisecond {
+			t.Fatalf("bookmark at %s after %v; want 2 about 1 s in", rv, took)
+		}
+		return
+	}
+	t.Fatal("the watch ended without a bookmark")
+}

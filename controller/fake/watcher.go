@@ -20,6 +20,9 @@ type watcher struct {
 	// remove takes the watcher out of the fake's set of open watches; it is idempotent
 	// and takes the fake's lock, so it must not be called with the fake's lock held.
 	remove func(*watcher)
+	// bookmark queues a bookmark at the fake's current resource version; it takes the
+	// fake's lock too.
+	bookmark func()
 
 	result   chan watch.Event
 	stop     chan struct{}
@@ -33,6 +36,10 @@ type watcher struct {
 	gone  bool // the goroutine has exited; events are dropped
 	held  bool // events stay queued until released (see ListerWatcher.HoldWatches)
 }
+
+// bookmarkBeforeTimeout is how long before a watch's timeout kube-apiserver's watch
+// cache sends it a bookmark (its cache_watcher's nextBookmarkTime).
+const bookmarkBeforeTimeout = 2 * time.Second
 
 func newWatcher(ctx context.Context, sel selector, bookmarks bool, timeout time.Duration, remove func(*watcher)) *watcher {
 	return &watcher{
@@ -121,11 +128,18 @@ func (w *watcher) run() {
 		close(w.result)
 		close(w.done)
 	}()
-	var timeout <-chan time.Time
+	var timeout, early <-chan time.Time
 	if w.timeout > 0 {
 		t := time.NewTimer(w.timeout)
 		defer t.Stop()
 		timeout = t.C
+	}
+	if w.bookmarks && w.bookmark != nil && w.timeout > bookmarkBeforeTimeout {
+		// As kube-apiserver's watch cache does: a bookmark shortly before the timeout, so
+		// that a client learns how far the watch has sent although nothing changed.
+		t := time.NewTimer(w.timeout - bookmarkBeforeTimeout)
+		defer t.Stop()
+		early = t.C
 	}
 	// onTimeout ends the watch like the server does when timeoutSeconds elapse.
 	onTimeout := func() {
@@ -141,6 +155,9 @@ func (w *watcher) run() {
 			}
 			select {
 			case <-w.wake:
+			case <-early:
+				early = nil
+				w.bookmark()
 			case <-timeout:
 				onTimeout()
 			case <-w.stop:
@@ -154,6 +171,9 @@ func (w *watcher) run() {
 			select {
 			case w.result <- e:
 				sent = true
+			case <-early:
+				early = nil
+				w.bookmark()
 			case <-timeout:
 				onTimeout()
 			case <-w.stop:

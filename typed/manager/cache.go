@@ -205,6 +205,7 @@ type shared[T event.Object] interface {
 	AddHandler(name string, h controller.Handler[T]) (*controller.Registration, error)
 	AddIndexers(indexers eventcache.Indexers[T]) error
 	WaitForSync(ctx context.Context) error
+	Fence(ctx context.Context) error
 	eventcache.Watermarked
 }
 
@@ -603,6 +604,20 @@ func (c *Cache[T]) Watermarks(namespace string) []eventcache.Watermarked {
 		return []eventcache.Watermarked{mb.ctrl}
 	}
 	return nil
+}
+
+// Fence waits until every namespace's store is at least as new as a consistent read of
+// it taken now (see controller.Controller.Fence), each in parallel, and returns their
+// errors joined.
+func (c *Cache[T]) Fence(ctx context.Context) error {
+	ms := c.view()
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, mb := range ms {
+		wg.Go(func() { errs[i] = mb.ctrl.Fence(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Get returns the object with the given key (namespace/name, or name for a
