@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/typedinformer/typedinformer/eventcache"
@@ -103,6 +105,10 @@ func (c *Controller[T, L]) HoldsUID(namespace, name string, uid types.UID) bool 
 	return ok && obj.GetUID() == uid
 }
 
+// Selects reports whether the controller's selectors let obj through (see
+// reflect.Reflector.Selects).
+func (c *Controller[T, L]) Selects(obj metav1.Object) bool { return c.reflector.Selects(obj) }
+
 // Watermarks returns the controller itself: one cache, whatever the namespace.
 func (c *Controller[T, L]) Watermarks(string) []eventcache.Watermarked {
 	return []eventcache.Watermarked{c}
@@ -140,11 +146,22 @@ func (c *Controller[T, L]) Fence(ctx context.Context) error {
 		return nil
 	}
 	defer stop()
-	c.RequestProgress()
-	select {
-	case <-reached:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		c.RequestProgress()
+		// The watch cache schedules the bookmark when the watch registers; one that
+		// registers late (a loaded server) gets none before its timeout: ask again.
+		t := time.NewTimer(fenceProgressRetry)
+		select {
+		case <-reached:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
 }
+
+// fenceProgressRetry is how long Fence waits for a bookmark before it asks for another.
+const fenceProgressRetry = 5 * time.Second

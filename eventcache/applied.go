@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -18,6 +19,9 @@ type Watermarked interface {
 	NotifyApplied(rv uint64, fn func()) (stop func() bool, reached bool)
 	// HoldsUID reports whether the cache holds the object namespace/name with uid.
 	HoldsUID(namespace, name string, uid types.UID) bool
+	// Selects reports whether the cache's selectors let obj through: one that neither
+	// holds nor selects a written object has nothing of the write to apply.
+	Selects(obj metav1.Object) bool
 }
 
 // Bookmarker is an EventCache that can be told a watch's progress: the reflector calls

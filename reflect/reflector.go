@@ -60,6 +60,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -213,6 +215,37 @@ func (r *Reflector[T, L]) RequestProgress() {
 	case r.progress <- struct{}{}:
 	default:
 	}
+}
+
+// Selects reports whether obj, in the state given, is one the reflector's selectors
+// (Options.ListOptions' label and field selectors) let through: a cache that does not
+// hold an object and does not select it has nothing to apply from a write of it. It
+// answers true when it cannot tell (a selector it cannot parse, a field other than
+// metadata.name and metadata.namespace).
+func (r *Reflector[T, L]) Selects(obj metav1.Object) bool {
+	opts, err := r.listOptions(metav1.ListOptions{})
+	if err != nil {
+		return true
+	}
+	if opts.LabelSelector != "" {
+		sel, err := labels.Parse(opts.LabelSelector)
+		if err == nil && !sel.Matches(labels.Set(obj.GetLabels())) {
+			return false
+		}
+	}
+	if opts.FieldSelector != "" {
+		sel, err := fields.ParseSelector(opts.FieldSelector)
+		if err != nil {
+			return true
+		}
+		for _, req := range sel.Requirements() {
+			if req.Field != "metadata.name" && req.Field != "metadata.namespace" {
+				return true
+			}
+		}
+		return sel.Matches(fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()})
+	}
+	return true
 }
 
 // ConsistentRV returns the resource version of a consistent read of the source, now: a

@@ -178,6 +178,9 @@ func (l *Loop[T]) record(run *loopRun[T], key string, obj runtime.Object, gone b
 			continue
 		}
 		for _, wm := range w.src.Watermarks(c.namespace) {
+			if !wm.Selects(o) && !wm.HoldsUID(c.namespace, c.name, c.uid) {
+				continue // it shows the object neither before nor after the write
+			}
 			c := c
 			c.wm = wm
 			l.awaitLocked(run, key, &c)

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
+	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/consistency"
 )
@@ -285,4 +287,43 @@ func TestARunReconcilesNothingBeforeItsCachesReachAConsistentReadTakenAsItStarts
 	if m.fences.Load() != 1 {
 		t.Fatalf("FenceDuration reported %d times; want 1", m.fences.Load())
 	}
+}
+
+// A cache that neither holds nor selects a written object has nothing of the write to
+// show, and is not waited for: a parent's status write waits for the parents' cache,
+// not for the children's, whose selector leaves parents out and whose watch would carry
+// nothing past it until a bookmark.
+func TestACacheThatCannotShowAWrittenObjectIsNotWaitedFor(t *testing.T) {
+	lw := fake.New[obj, list](labelled(cm("p", "0"), "parent"), labelled(cm("c", "0"), "child"))
+	selecting := func(role string) controller.Options[obj] {
+		return controller.Options[obj]{Options: reflect.Options[obj]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "role=" + role }}}
+	}
+	parents, children := testctl.New(t, lw, selecting("parent")), testctl.New(t, lw, selecting("child"))
+	m := &consistencyMetrics{}
+	var reads atomic.Int32
+	l := newLoop(t, parents, func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+		if reads.Add(1) == 1 {
+			next := req.Object.DeepCopy()
+			next.Data["v"] = "1"
+			written, err := lw.Update(next)
+			if err != nil {
+				return typed.Result{}, err
+			}
+			consistency.Wrote(ctx, written)
+		}
+		return typed.Result{}, nil
+	}, typed.Options{Metrics: m})
+	if err := typed.Related(l, children, func(obj) []string { return []string{"ns/p"} }); err != nil {
+		t.Fatal(err)
+	}
+	runUntilEnd(context.Background(), t, parents.Run, children.Run, l.Run)
+	eventually(t, "the write read back", func() bool { return reads.Load() >= 2 })
+	if n := m.bounds.Load(); n != 0 {
+		t.Fatalf("the key waited past the bound %d times: it waited for the children's cache", n)
+	}
+}
+
+func labelled(o obj, role string) obj {
+	o.Labels = map[string]string{"role": role}
+	return o
 }

@@ -1,0 +1,311 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
+	"github.com/typedinformer/typedinformer/reflect"
+	"github.com/typedinformer/typedinformer/typed"
+	"github.com/typedinformer/typedinformer/typed/consistency"
+)
+
+// watchLag is how late the lagging clients see watch events: a congested connection, or
+// an API server whose watch cache lags etcd. Requests other than watches pass at once.
+const watchLag = 2 * time.Second
+
+// lagging returns cfg with every watch response's bytes delivered watchLag after the
+// server sent them, as a proxy holding back streamed responses would; lists and writes
+// are answered at once.
+func lagging(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err != nil || req.URL.Query().Get("watch") != "true" {
+				return resp, err
+			}
+			resp.Body = newLaggingBody(resp.Body, watchLag)
+			return resp, nil
+		})
+	})
+	return cfg
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// laggingBody hands out what its source sent, each piece lag after it arrived.
+type laggingBody struct {
+	src    io.ReadCloser
+	pieces chan piece
+	cur    []byte
+	err    error
+}
+
+type piece struct {
+	data []byte
+	at   time.Time
+	err  error
+}
+
+func newLaggingBody(src io.ReadCloser, lag time.Duration) *laggingBody {
+	b := &laggingBody{src: src, pieces: make(chan piece, 4096)}
+	go func() {
+		defer close(b.pieces)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				b.pieces <- piece{data: buf[:n], at: time.Now().Add(lag)}
+			}
+			if err != nil {
+				b.pieces <- piece{err: err, at: time.Now().Add(lag)}
+				return
+			}
+		}
+	}()
+	return b
+}
+
+func (b *laggingBody) Read(p []byte) (int, error) {
+	for len(b.cur) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		pc, ok := <-b.pieces
+		if !ok {
+			return 0, io.EOF
+		}
+		time.Sleep(time.Until(pc.at))
+		b.cur, b.err = pc.data, pc.err
+	}
+	n := copy(p, b.cur)
+	b.cur = b.cur[n:]
+	return n, nil
+}
+
+func (b *laggingBody) Close() error {
+	err := b.src.Close()
+	for range b.pieces { // the reader goroutine ends once the source is closed
+	}
+	return err
+}
+
+// rywOperator is the operator of the proof: a parent ConfigMap wants a child ConfigMap,
+// created when the cache shows none, and a status (annotations) that counts the changes
+// of its data["gen"] it has observed, written by a merge patch computed from the cache.
+// It records its own writes with consistency.Wrote, as a reconciler writing through its
+// own client does, and counts what a stale cache makes it do wrong.
+type rywOperator struct {
+	admin    clients
+	ns       string
+	parents  *controller.Controller[cm, cmList]
+	children *controller.Controller[cm, cmList]
+
+	reconciles      atomic.Int64
+	staleReads      atomic.Int64 // a reconcile whose cached parent is older than its last write
+	duplicateCreate atomic.Int64 // a child created again: AlreadyExists
+	mu              sync.Mutex
+	lastWrite       map[string]uint64 // per parent: the resourceVersion of the last write
+	statusWrites    map[string]int    // per parent: the status writes made
+}
+
+const (
+	countKey    = "ryw/count"
+	observedKey = "ryw/observed"
+)
+
+func (o *rywOperator) reconcile(ctx context.Context, req typed.Request[cm]) (typed.Result, error) {
+	if req.Deleted {
+		return typed.Result{}, nil
+	}
+	o.reconciles.Add(1)
+	parent := req.Object
+	rv, _ := strconv.ParseUint(parent.ResourceVersion, 10, 64)
+	o.mu.Lock()
+	if rv < o.lastWrite[req.Key] {
+		o.staleReads.Add(1)
+	}
+	o.mu.Unlock()
+
+	cms := o.admin.kube.CoreV1().ConfigMaps(o.ns)
+	if _, ok := o.children.Get(o.ns + "/child-" + parent.Name); !ok {
+		child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "child-" + parent.Name, Labels: map[string]string{"ryw": "child"},
+			Annotations: map[string]string{"parent": parent.Name}}}
+		created, err := cms.Create(ctx, child, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			o.duplicateCreate.Add(1)
+		case err != nil:
+			return typed.Result{}, err
+		default:
+			consistency.Wrote(ctx, created)
+		}
+	}
+	if gen := parent.Data["gen"]; parent.Annotations[observedKey] != gen {
+		count, _ := strconv.Atoi(parent.Annotations[countKey])
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, countKey, strconv.Itoa(count+1), observedKey, gen)
+		written, err := cms.Patch(ctx, parent.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err != nil {
+			return typed.Result{}, err
+		}
+		consistency.Wrote(ctx, written)
+		wrote, _ := strconv.ParseUint(written.ResourceVersion, 10, 64)
+		o.mu.Lock()
+		o.lastWrite[req.Key] = max(o.lastWrite[req.Key], wrote)
+		o.statusWrites[req.Key]++
+		o.mu.Unlock()
+	}
+	return typed.Result{}, nil
+}
+
+// The proof of read-your-writes on a real API server: the operator's watches lag its
+// writes by 2 s, and it is driven through at least 1,000 reconciles with changes
+// throughout. With read-your-writes (the default) no reconcile reads a cache older than
+// its key's last write, no child is created twice and no status increment is lost; with
+// it off, the same run shows each of these, so the test is known to see them.
+func TestReadYourWritesUnderAWatchThatLagsTheWrites(t *testing.T) {
+	env, admin := setUp(t, "ryw-on", "ryw-off")
+	slow := newClients(t, lagging(env.AdminConfig()))
+	for _, off := range []bool{false, true} {
+		ns := map[bool]string{false: "ryw-on", true: "ryw-off"}[off]
+		t.Run(ns, func(t *testing.T) {
+			const parents = 50
+			cms := admin.kube.CoreV1().ConfigMaps(ns)
+			for i := range parents {
+				if _, err := cms.Create(timeout(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i),
+					Labels: map[string]string{"ryw": "parent"}}, Data: map[string]string{"gen": "0"}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o := &rywOperator{admin: admin, ns: ns, lastWrite: map[string]uint64{}, statusWrites: map[string]int{},
+				parents:  testctl.New(t, slow.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: selected("ryw=parent")}),
+				children: testctl.New(t, slow.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: selected("ryw=child")}),
+			}
+			waits := &waitRecorder{}
+			loop, err := typed.NewLoop(o.parents, typed.ReconcilerFunc[cm](o.reconcile), typed.Options{Workers: 4, DisableReadYourWrites: off, Metrics: waits})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := typed.Related(loop, o.children, func(c cm) []string { return []string{ns + "/" + c.Annotations["parent"]} }); err != nil {
+				t.Fatal(err)
+			}
+			stop := start(t, runAll{o.parents.Run, o.children.Run, loop.Run})
+
+			// Changes throughout: every parent's gen moves on, round after round, faster
+			// than the watch shows it, until 1,000 reconciles have run.
+			for gen := 1; o.reconciles.Load() < 1000; gen++ {
+				if gen > 200 {
+					t.Fatalf("only %d reconciles after 200 rounds of changes; waits p50 %v, p99 %v, max %v (%d waits, %d past the bound)",
+						o.reconciles.Load(), waits.quantile(0.5), waits.quantile(0.99), waits.quantile(1), waits.n(), waits.bounds.Load())
+				}
+				for i := range parents {
+					patch := fmt.Sprintf(`{"data":{"gen":%q}}`, strconv.Itoa(gen))
+					if _, err := cms.Patch(timeout(t), fmt.Sprintf("p%d", i), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(watchLag / 4)
+			}
+			// Let the operator settle: every parent has observed its last gen.
+			waitUntil(t, "every parent's status observes its last gen", func() (bool, string) {
+				l, err := cms.List(timeout(t), metav1.ListOptions{LabelSelector: "ryw=parent"})
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, p := range l.Items {
+					if p.Annotations[observedKey] != p.Data["gen"] {
+						return false, fmt.Sprintf("%s observed %q of %q", p.Name, p.Annotations[observedKey], p.Data["gen"])
+					}
+				}
+				return true, ""
+			})
+			stop()
+
+			lost := 0
+			l, err := cms.List(timeout(t), metav1.ListOptions{LabelSelector: "ryw=parent"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.mu.Lock()
+			for _, p := range l.Items {
+				count, _ := strconv.Atoi(p.Annotations[countKey])
+				lost += o.statusWrites[ns+"/"+p.Name] - count
+			}
+			o.mu.Unlock()
+			t.Logf("%d reconciles: %d read a cache older than their key's last write, %d duplicate creates, %d lost status increments; waits p50 %v, p99 %v, max %v (%d waits)",
+				o.reconciles.Load(), o.staleReads.Load(), o.duplicateCreate.Load(), lost, waits.quantile(0.5), waits.quantile(0.99), waits.quantile(1), waits.n())
+			if off {
+				if o.staleReads.Load() == 0 || o.duplicateCreate.Load() == 0 || lost == 0 {
+					t.Fatalf("with read-your-writes off the lagging watch should show stale reads, duplicate creates and lost increments; saw %d, %d, %d",
+						o.staleReads.Load(), o.duplicateCreate.Load(), lost)
+				}
+				return
+			}
+			if o.staleReads.Load() != 0 || o.duplicateCreate.Load() != 0 || lost != 0 {
+				t.Fatalf("read-your-writes let %d reconciles read a cache older than their last write, %d children be created twice and %d status increments be lost",
+					o.staleReads.Load(), o.duplicateCreate.Load(), lost)
+			}
+		})
+	}
+}
+
+// selected returns reflector options with a label selector.
+func selected(selector string) reflect.Options[cm] {
+	return reflect.Options[cm]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = selector }}
+}
+
+// waitRecorder records how long keys waited for their caches.
+type waitRecorder struct {
+	mu     sync.Mutex
+	waits  []time.Duration
+	bounds atomic.Int64
+}
+
+func (*waitRecorder) QueueDepth(string, int)                 {}
+func (*waitRecorder) Retry(string)                           {}
+func (*waitRecorder) ReconcileLatency(string, time.Duration) {}
+func (*waitRecorder) ReconcileError(string, bool)            {}
+func (*waitRecorder) KeysWaiting(string, int)                {}
+func (*waitRecorder) StaleBoundHit(string)                   {}
+func (*waitRecorder) FenceDuration(string, time.Duration)    {}
+func (w *waitRecorder) WriteWait(_ string, d time.Duration) {
+	w.mu.Lock()
+	w.waits = append(w.waits, d)
+	w.mu.Unlock()
+}
+
+func (w *waitRecorder) n() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waits)
+}
+
+// quantile returns the q-quantile of the waits, 0 when there are none.
+func (w *waitRecorder) quantile(q float64) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.waits) == 0 {
+		return 0
+	}
+	s := slices.Clone(w.waits)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1))].Round(time.Millisecond)
+}
