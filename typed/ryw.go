@@ -35,7 +35,7 @@ type Consistent interface {
 	Watermarks(namespace string) []eventcache.Watermarked
 	// Fence waits until every cache of the source is at least as new as a consistent
 	// read taken when it is called.
-	Fence(ctx context.Context) error
+	Fencer
 }
 
 // ConsistencyMetrics is implemented by an Options.Metrics that also wants to know how
@@ -55,25 +55,42 @@ type ConsistencyMetrics interface {
 // fenceRetry bounds the wait between two attempts at a fence whose read failed.
 const fenceRetry = 30 * time.Second
 
-// fence waits, before a Run reconciles anything, until every cache of the Loop's
-// Consistent sources is at least as new as a consistent read taken now: a replica that
-// takes over (a new term as leader, a restart) never acts on a cache older than the
-// writes of the replica that held the keys before it. A read that fails is tried again,
-// after 1 s doubling up to fenceRetry: with the server unreachable no write could succeed
-// anyway. It reports false when ctx ended first.
+// Fencer is a cache that can wait until it is at least as new as a consistent read
+// taken when Fence is called: a controller, a Manager's cache.
+type Fencer interface {
+	Fence(ctx context.Context) error
+}
+
+// fence is Fence of every Consistent source, which Run calls before it reconciles
+// anything: a replica that takes over (a new term as leader, a restart) never acts on a
+// cache older than the writes of the replica that held the keys before it.
 func (l *Loop[T]) fence(ctx context.Context, logger klog.Logger) bool {
-	if l.opts.DisableReadYourWrites {
+	l.mu.Lock()
+	caches := make([]Fencer, len(l.watched))
+	for i, w := range l.watched {
+		caches[i] = w.src
+	}
+	l.mu.Unlock()
+	return l.Fence(klog.NewContext(ctx, logger), caches...)
+}
+
+// Fence waits until each of caches is at least as new as a consistent read taken now,
+// with the Loop's read-your-writes (nothing when Options.DisableReadYourWrites), and
+// reports false if ctx ends first. Run does so for its Sources as it starts; a Source
+// whose parts come and go (Parts) does so for the caches of each part that joins, before
+// its keys are reconciled. A read that fails is logged and tried again, after 1 s
+// doubling up to 30 s: with the server unreachable no write could succeed anyway.
+func (l *Loop[T]) Fence(ctx context.Context, caches ...Fencer) bool {
+	if l.opts.DisableReadYourWrites || len(caches) == 0 {
 		return true
 	}
-	l.mu.Lock()
-	watched := slices.Clone(l.watched)
-	l.mu.Unlock()
+	logger := klog.FromContext(ctx)
 	start := l.opts.Clock.Now()
 	for wait := time.Second; ; wait = min(2*wait, fenceRetry) {
-		errs := make([]error, len(watched))
+		errs := make([]error, len(caches))
 		var wg sync.WaitGroup
-		for i, w := range watched {
-			wg.Go(func() { errs[i] = w.src.Fence(ctx) })
+		for i, c := range caches {
+			wg.Go(func() { errs[i] = c.Fence(ctx) })
 		}
 		wg.Wait()
 		if ctx.Err() != nil {
@@ -83,12 +100,12 @@ func (l *Loop[T]) fence(ctx context.Context, logger klog.Logger) bool {
 		if err == nil {
 			took := l.opts.Clock.Since(start)
 			if took > l.opts.StaleBound {
-				logger.Info("The caches took long to reach the consistent point taken as the loop started", "loop", l.opts.Name, "took", took)
+				logger.Info("The caches took long to reach the consistent point taken as they started to be read", "loop", l.opts.Name, "took", took)
 			}
 			l.consistencyMetrics.Call(ctx, "FenceDuration", func(m ConsistencyMetrics) { m.FenceDuration(l.opts.Name, took) })
 			return true
 		}
-		logger.Error(err, "Reading the consistent point the loop's caches must reach before it starts; trying again", "loop", l.opts.Name, "after", wait)
+		logger.Error(err, "Reading the consistent point the caches must reach before the loop reads them; trying again", "loop", l.opts.Name, "after", wait)
 		t := l.opts.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -169,22 +186,31 @@ func (l *Loop[T]) record(run *loopRun[T], key string, obj runtime.Object, gone b
 	}
 	typ := reflect.TypeOf(obj)
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.run != run {
-		return // a reconcile outliving its Run
-	}
-	for _, w := range l.watched {
+	watched := slices.Clone(l.watched)
+	l.mu.Unlock()
+	// The sources are asked without the Loop's lock: a source's own lock (a sharded
+	// Loop's parts) is held while it adds handlers, which waits for its caches' drain
+	// loops, which call recheck.
+	var wms []eventcache.Watermarked
+	for _, w := range watched {
 		if w.typ != typ {
 			continue
 		}
 		for _, wm := range w.src.Watermarks(c.namespace) {
-			if !wm.Selects(o) && !wm.HoldsUID(c.namespace, c.name, c.uid) {
-				continue // it shows the object neither before nor after the write
+			if wm.Selects(o) || wm.HoldsUID(c.namespace, c.name, c.uid) {
+				wms = append(wms, wm) // it shows the object before or after the write
 			}
-			c := c
-			c.wm = wm
-			l.awaitLocked(run, key, &c)
 		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.run != run {
+		return // a reconcile outliving its Run
+	}
+	for _, wm := range wms {
+		c := c
+		c.wm = wm
+		l.awaitLocked(run, key, &c)
 	}
 }
 

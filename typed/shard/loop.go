@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/typed/predicate"
 
 	"k8s.io/klog/v2"
@@ -77,7 +78,14 @@ type Loop[T event.Object] struct {
 
 // relatedSource acquires a Related source's cache of shard sh's objects. It returns
 // what joins it to the Loop once it has synced, and what releases it.
-type relatedSource func(ctx context.Context, sh Shard) (c interface{ WaitForSync(context.Context) error }, join func() error, release func(), err error)
+type relatedSource func(ctx context.Context, sh Shard) (c shardCache, join func() error, release func(), err error)
+
+// shardCache is what RunShard uses of a shard's cache: it waits for it to sync, then to
+// hold its previous holder's last writes.
+type shardCache interface {
+	WaitForSync(ctx context.Context) error
+	typed.Fencer
+}
 
 // shardKey is the key of the Shard in the context of its reconciles.
 type shardKey struct{}
@@ -138,6 +146,13 @@ func (v view[T]) AddHandler(name string, h controller.Handler[T]) (*controller.R
 }
 
 func (v view[T]) Get(key string) (T, bool) { return v.l.primary.Get(key) }
+
+// Watermarks and Fence make the view typed.Consistent: see parts.
+func (v view[T]) Watermarks(namespace string) []eventcache.Watermarked {
+	return v.l.primary.Watermarks(namespace)
+}
+
+func (v view[T]) Fence(ctx context.Context) error { return v.l.primary.Fence(ctx) }
 
 // Part returns the context of the reconciles of key's shard while this replica works on
 // it.
@@ -284,7 +299,7 @@ func (l *Loop[T]) RunShard(ctx context.Context, sh Shard) {
 	// Released once the shard is handed over: the Loop reads the cache until then. The
 	// cache stops if this was its last handle.
 	defer func() { <-c.Release() }()
-	caches := []interface{ WaitForSync(context.Context) error }{c}
+	caches := []shardCache{c}
 	var joins []func() error
 	for _, acquire := range l.related {
 		rc, join, release, err := acquire(ctx, sh)
@@ -297,6 +312,14 @@ func (l *Loop[T]) RunShard(ctx context.Context, sh Shard) {
 		joins = append(joins, join)
 	}
 	if !l.synced(ctx, sh, c, caches) {
+		return
+	}
+	// Its previous holder's last writes are in its caches before any key is reconciled.
+	fencers := make([]typed.Fencer, len(caches))
+	for i, rc := range caches {
+		fencers[i] = rc
+	}
+	if !l.loop.Fence(ctx, fencers...) {
 		return
 	}
 
@@ -387,7 +410,7 @@ func (l *Loop[T]) end() {
 // synced waits until every cache of shard sh has synced, and reports false when ctx
 // ends first. A cache that has not synced within two lease durations is logged, with
 // why (Cache.Err): most often its Manager does not run (manager.ErrNotStarted).
-func (l *Loop[T]) synced(ctx context.Context, sh Shard, c *manager.Cache[T], caches []interface{ WaitForSync(context.Context) error }) bool {
+func (l *Loop[T]) synced(ctx context.Context, sh Shard, c *manager.Cache[T], caches []shardCache) bool {
 	bound := 2 * l.sharder.opts.LeaseDuration
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -509,7 +532,7 @@ func Related[S event.Object, SL reflect.List, T event.Object](l *Loop[T], src ma
 	}
 	space := l.sharder.opts.Space
 	shards := newParts[S]()
-	l.related = append(l.related, func(ctx context.Context, sh Shard) (interface{ WaitForSync(context.Context) error }, func() error, func(), error) {
+	l.related = append(l.related, func(ctx context.Context, sh Shard) (shardCache, func() error, func(), error) {
 		in, err := inShard(src, sh)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%s, shard %d: %w", name, sh.Index, err)

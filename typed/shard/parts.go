@@ -1,10 +1,12 @@
 package shard
 
 import (
+	"context"
 	"sync"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/eventcache"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
 
@@ -122,6 +124,22 @@ func (p *parts[S]) Get(key string) (S, bool) {
 	var zero S
 	return zero, false
 }
+
+// Watermarks returns the caches of every shard joined that hold namespace's objects, so
+// that a Loop over the shards reads its own writes (typed.Consistent).
+func (p *parts[S]) Watermarks(namespace string) []eventcache.Watermarked {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []eventcache.Watermarked
+	for _, c := range p.caches {
+		out = append(out, c.Watermarks(namespace)...)
+	}
+	return out
+}
+
+// Fence does nothing: each shard's caches are fenced as the shard joins (RunShard), and
+// the Loop's Run, which starts with the first shard, finds none joined yet.
+func (p *parts[S]) Fence(context.Context) error { return nil }
 
 // lens returns the number of objects in each shard's cache.
 func (p *parts[S]) lens() map[int]int {

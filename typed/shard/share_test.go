@@ -36,10 +36,14 @@ func fakeSource[T event.Object, L fake.List](t *testing.T, f *fake.ListerWatcher
 }
 
 // opened returns, for each shard selector ("" for none), the Lists and Watches made
-// through f.
+// through f. A fence's read of one object (DESIGN 19) is not the cache's list, and is
+// left out.
 func opened[T event.Object, L fake.List](f *fake.ListerWatcher[T, L]) map[string][]string {
 	out := map[string][]string{}
 	for _, a := range f.Actions() {
+		if a.Verb == fake.VerbList && a.Options.Limit == 1 {
+			continue
+		}
 		out[a.Options.ShardSelector] = append(out[a.Options.ShardSelector], a.Verb)
 	}
 	return out
@@ -207,6 +211,17 @@ func TestLoopsOnOneSharderShareOneWatchPerShardAndRelatedByUIDSharesTheManagersC
 	}
 	if diff := cmp.Diff(wantOpened, opened(cmFake)); diff != "" {
 		t.Errorf("ConfigMaps listed and watched, by shard selector (-want +got):\n%s", diff)
+	}
+	// Each shard's cache was fenced as the shard joined, before its keys were reconciled:
+	// a consistent read of one object, with the shard's selector.
+	fenced := map[string]bool{}
+	for _, a := range cmFake.Actions() {
+		if a.Verb == fake.VerbList && a.Options.Limit == 1 {
+			fenced[a.Options.ShardSelector] = true
+		}
+	}
+	if want := map[string]bool{space.Selector([]int{0}): true, space.Selector([]int{1}): true}; !cmp.Equal(want, fenced) {
+		t.Errorf("shards fenced: %v; want %v", fenced, want)
 	}
 	if n := cmFake.Watching(); n != space.Shards {
 		t.Errorf("%d watches of ConfigMaps open, want %d: one per shard held", n, space.Shards)
