@@ -607,7 +607,7 @@ func benchShardHandOver(b *testing.B, cfg *rest.Config, leave string) {
 }
 
 // median returns the median of sorted ds.
-func median(ds []time.Duration) time.Duration {
+func median[V time.Duration | float64](ds []V) V {
 	if len(ds)%2 == 1 {
 		return ds[len(ds)/2]
 	}
