@@ -151,16 +151,18 @@ type condition struct {
 	stop            func() bool
 }
 
-// recorder is the consistency.Recorder of one reconcile.
+// recorder is the consistency.Recorder of one reconcile, and the context that carries it:
+// one allocation per reconcile.
 type recorder[T event.Object] struct {
+	consistency.RecorderContext
 	l   *Loop[T]
 	run *loopRun[T]
 	key string
 }
 
-func (r recorder[T]) Wrote(obj runtime.Object) { r.l.record(r.run, r.key, obj, false) }
+func (r *recorder[T]) Wrote(obj runtime.Object) { r.l.record(r.run, r.key, obj, false) }
 
-func (r recorder[T]) Deleted(obj runtime.Object) { r.l.record(r.run, r.key, obj, true) }
+func (r *recorder[T]) Deleted(obj runtime.Object) { r.l.record(r.run, r.key, obj, true) }
 
 // withRecorder returns ctx with the recorder of key's reconcile, when the Loop reads its
 // own writes.
@@ -168,7 +170,9 @@ func (l *Loop[T]) withRecorder(ctx context.Context, run *loopRun[T], key string)
 	if l.opts.DisableReadYourWrites {
 		return ctx
 	}
-	return consistency.WithRecorder(ctx, recorder[T]{l, run, key})
+	r := &recorder[T]{l: l, run: run, key: key}
+	r.RecorderContext = consistency.RecorderContext{Context: ctx, Recorder: r}
+	return &r.RecorderContext
 }
 
 // record makes key wait for every cache of the Loop that may hold obj to apply the write

@@ -229,7 +229,7 @@ var scenarios = []scenario{
 			"rounds). *events/s* is the workload's throughput; the Loop merges the events of a key that is still queued, so " +
 			"*reconciles/event* varies from run to run, and *CPU time/reconcile* (the whole process's, during that Loop's " +
 			"rounds) and *allocs/reconcile* divide by the reconciles. Each reconcile with read-your-writes carries a " +
-			"recorder in its context: two small allocations.",
+			"recorder in its context: one small allocation.",
 	},
 }
 
