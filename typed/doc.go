@@ -32,7 +32,16 @@
 //     it go, and Forget.
 //   - Related: events of a secondary kind mapped to primary keys, with OwnerKeys (owner
 //     references) as the ready mapping.
+//   - Read your own writes (on by default; Options.DisableReadYourWrites): a reconcile's
+//     writes, recorded through its context (package typed/consistency; the writers of
+//     typed/write do it), park its key, holding no worker and growing no backoff, until
+//     every Consistent source's cache that holds or selects the written object has
+//     applied them; a wait past Options.StaleBound is logged, counted
+//     (ConsistencyMetrics) and answered by asking the cache for a bookmark. Each Run, and
+//     each part that joins (Fence), first waits until the caches have reached a
+//     consistent read taken as it starts, so a new leader never acts on a cache older
+//     than the previous one's writes.
 //
-// The caches keep running on every replica, so a new leader starts warm and reconciles
-// every key it finds at once.
+// The caches keep running on every replica, so a new leader starts warm; it reconciles
+// every key it finds once its caches have passed the fence.
 package typed
