@@ -400,7 +400,13 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 				return progressed, r.classify(fmt.Errorf("watch: %w", err))
 			}
 		}
-		n, err := r.handleWatch(ctx, events, resync)
+		// A watch opened for a bookmark is not ended for another: that would drop the
+		// bookmark it is about to bring. A request meanwhile waits for the next watch.
+		progress := r.progress
+		if short {
+			progress = nil
+		}
+		n, err := r.handleWatch(ctx, events, resync, progress)
 		w.Stop()
 		w = nil
 		progressed = progressed || n > 0
@@ -568,11 +574,13 @@ func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan wat
 		}
 		items = append(items, obj)
 	}
+	// Reported before the cache has the list: once it has, it may sync, and whoever
+	// waits for that must find the list counted.
+	r.setRV(ctx, acc.GetResourceVersion())
+	r.listed(ctx, len(items), start)
 	if err := r.cache.Replace(items, acc.GetResourceVersion(), completeness); err != nil {
 		r.report(ctx, fmt.Errorf("%s: replace: %w", r.opts.Name, err))
 	}
-	r.setRV(ctx, acc.GetResourceVersion())
-	r.listed(ctx, len(items), start)
 	return nil, nil, nil
 }
 
@@ -630,10 +638,10 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 				continue
 			}
 			if initialEventsEnd {
+				r.setRV(ctx, rv) // before the cache can sync, as list's
 				if err := r.cache.Replace(items, rv, completeness); err != nil {
 					r.report(ctx, fmt.Errorf("%s: replace: %w", r.opts.Name, err))
 				}
-				r.setRV(ctx, rv)
 				return w, events, len(items), nil
 			}
 		case watch.Error:
@@ -650,7 +658,7 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 
 // handleWatch applies w's events to the cache until w ends, fails or ctx is done, and
 // returns how many events it received.
-func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.Event, resync <-chan time.Time) (int, error) {
+func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.Event, resync <-chan time.Time, progress <-chan struct{}) (int, error) {
 	n := 0
 	for {
 		var e watch.Event
@@ -658,7 +666,7 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 		select {
 		case <-ctx.Done():
 			return n, ctx.Err()
-		case <-r.progress:
+		case <-progress:
 			return n, errProgressRequested
 		case <-resync:
 			if err := r.cache.Synchronize(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -23,16 +24,17 @@ import (
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/consistency"
+	"github.com/typedinformer/typedinformer/typed/leaderelection"
 )
 
 // watchLag is how late the lagging clients see watch events: a congested connection, or
 // an API server whose watch cache lags etcd. Requests other than watches pass at once.
 const watchLag = 2 * time.Second
 
-// lagging returns cfg with every watch response's bytes delivered watchLag after the
-// server sent them, as a proxy holding back streamed responses would; lists and writes
-// are answered at once.
-func lagging(cfg *rest.Config) *rest.Config {
+// lagging returns cfg with every watch response's bytes delivered lag after the server
+// sent them, as a proxy holding back streamed responses would; lists and writes are
+// answered at once.
+func lagging(cfg *rest.Config, lag time.Duration) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -40,7 +42,7 @@ func lagging(cfg *rest.Config) *rest.Config {
 			if err != nil || req.URL.Query().Get("watch") != "true" {
 				return resp, err
 			}
-			resp.Body = newLaggingBody(resp.Body, watchLag)
+			resp.Body = newLaggingBody(resp.Body, lag)
 			return resp, nil
 		})
 	})
@@ -183,7 +185,7 @@ func (o *rywOperator) reconcile(ctx context.Context, req typed.Request[cm]) (typ
 // it off, the same run shows each of these, so the test is known to see them.
 func TestReadYourWritesUnderAWatchThatLagsTheWrites(t *testing.T) {
 	env, admin := setUp(t, "ryw-on", "ryw-off")
-	slow := newClients(t, lagging(env.AdminConfig()))
+	slow := newClients(t, lagging(env.AdminConfig(), watchLag))
 	for _, off := range []bool{false, true} {
 		ns := map[bool]string{false: "ryw-on", true: "ryw-off"}[off]
 		t.Run(ns, func(t *testing.T) {
@@ -277,6 +279,7 @@ type waitRecorder struct {
 	mu     sync.Mutex
 	waits  []time.Duration
 	bounds atomic.Int64
+	fence  atomic.Int64 // handover-b's fence, in ns
 }
 
 func (*waitRecorder) QueueDepth(string, int)                 {}
@@ -284,8 +287,12 @@ func (*waitRecorder) Retry(string)                           {}
 func (*waitRecorder) ReconcileLatency(string, time.Duration) {}
 func (*waitRecorder) ReconcileError(string, bool)            {}
 func (*waitRecorder) KeysWaiting(string, int)                {}
-func (*waitRecorder) StaleBoundHit(string)                   {}
-func (*waitRecorder) FenceDuration(string, time.Duration)    {}
+func (w *waitRecorder) StaleBoundHit(string)                 { w.bounds.Add(1) }
+func (w *waitRecorder) FenceDuration(loop string, d time.Duration) {
+	if loop == "handover-b" {
+		w.fence.Store(int64(d))
+	}
+}
 func (w *waitRecorder) WriteWait(_ string, d time.Duration) {
 	w.mu.Lock()
 	w.waits = append(w.waits, d)
@@ -308,4 +315,154 @@ func (w *waitRecorder) quantile(q float64) time.Duration {
 	s := slices.Clone(w.waits)
 	slices.Sort(s)
 	return s[int(q*float64(len(s)-1))].Round(time.Millisecond)
+}
+
+// A leader hand-over, the new leader's watch 4 s behind: its first reconcile of each key
+// reads a cache that holds the previous leader's last write of it (the Run's fence), and
+// no status increment is lost. With read-your-writes off on the new leader, the same
+// hand-over shows it reading older states.
+func TestANewLeaderReadsThePreviousLeadersLastWrites(t *testing.T) {
+	env, admin := setUp(t, "handover-on", "handover-off")
+	const lag = 4 * time.Second
+	for _, off := range []bool{false, true} {
+		ns := map[bool]string{false: "handover-on", true: "handover-off"}[off]
+		t.Run(ns, func(t *testing.T) {
+			checkLeaksAtEnd(t, clientGoroutines...)
+			const parents = 10
+			cms := admin.kube.CoreV1().ConfigMaps(ns)
+			for i := range parents {
+				if _, err := cms.Create(timeout(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i),
+					Labels: map[string]string{"ryw": "parent"}}, Data: map[string]string{"gen": "0"}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mu sync.Mutex
+			lastWrite := map[string]uint64{} // by any leader, per parent
+			firstRead := map[string]uint64{} // b's first reconcile of each parent: the version it read
+			writes := map[string]int{}
+			fenced := &waitRecorder{}
+			replica := func(id string, cfg *rest.Config, disable bool) (stop func()) {
+				c := newClients(t, cfg)
+				parentsCache := testctl.New(t, c.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: selected("ryw=parent")})
+				loop, err := typed.NewLoop(parentsCache, typed.ReconcilerFunc[cm](func(ctx context.Context, req typed.Request[cm]) (typed.Result, error) {
+					if req.Deleted {
+						return typed.Result{}, nil
+					}
+					p := req.Object
+					rv, _ := strconv.ParseUint(p.ResourceVersion, 10, 64)
+					mu.Lock()
+					if _, seen := firstRead[req.Key]; !seen && id == "b" {
+						firstRead[req.Key] = rv
+					}
+					mu.Unlock()
+					if p.Annotations[observedKey] == p.Data["gen"] {
+						return typed.Result{}, nil
+					}
+					count, _ := strconv.Atoi(p.Annotations[countKey])
+					patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, countKey, strconv.Itoa(count+1), observedKey, p.Data["gen"])
+					written, err := admin.kube.CoreV1().ConfigMaps(ns).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+					if err != nil {
+						return typed.Result{}, err
+					}
+					consistency.Wrote(ctx, written)
+					w, _ := strconv.ParseUint(written.ResourceVersion, 10, 64)
+					mu.Lock()
+					lastWrite[req.Key] = max(lastWrite[req.Key], w)
+					writes[req.Key]++
+					mu.Unlock()
+					return typed.Result{}, nil
+				}), typed.Options{Name: "handover-" + id, DisableReadYourWrites: disable, Metrics: fenced})
+				if err != nil {
+					t.Fatal(err)
+				}
+				le := leaderelection.Config{Client: c.kube.CoordinationV1(), Namespace: ns, Name: "ryw-leader", Identity: id,
+					LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
+				// Stopped by hand: a goes while b runs, so the subtest's final check, not
+				// start's, looks for goroutines left behind.
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() {
+					done <- typed.RunAll(ctx, parentsCache.Run, func(ctx context.Context) error {
+						return le.Run(ctx, func(ctx context.Context) { _ = loop.Run(ctx) })
+					})
+				}()
+				var once sync.Once
+				stop = func() {
+					once.Do(func() {
+						cancel()
+						if err := receive(t, done, "replica "+id+" to stop"); err != nil {
+							t.Errorf("replica %s: %v", id, err)
+						}
+					})
+				}
+				t.Cleanup(stop)
+				return stop
+			}
+			observedAll := func(gen string) func() (bool, string) {
+				return func() (bool, string) {
+					l, err := cms.List(timeout(t), metav1.ListOptions{LabelSelector: "ryw=parent"})
+					if err != nil {
+						return false, err.Error()
+					}
+					for _, p := range l.Items {
+						if p.Annotations[observedKey] != gen {
+							return false, fmt.Sprintf("%s observed %q, want %q", p.Name, p.Annotations[observedKey], gen)
+						}
+					}
+					return true, ""
+				}
+			}
+			stopA := replica("a", env.AdminConfig(), false)
+			waitUntil(t, "a leads and observes gen 0", observedAll("0"))
+			stopB := replica("b", lagging(env.AdminConfig(), lag), off)
+			time.Sleep(lag + time.Second) // b's cache, warm and 4 s behind, has synced
+
+			// a's last writes: every parent moves to gen 1, a observes it, and a goes away
+			// at once, releasing the Lease; b's cache has not seen a's writes yet.
+			for i := range parents {
+				if _, err := cms.Patch(timeout(t), fmt.Sprintf("p%d", i), types.MergePatchType, []byte(`{"data":{"gen":"1"}}`), metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitUntil(t, "a observes gen 1", observedAll("1"))
+			stopA()
+			mu.Lock()
+			aLast := maps.Clone(lastWrite)
+			mu.Unlock()
+			waitUntil(t, "b reconciles every parent", func() (bool, string) {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(firstRead) == parents, fmt.Sprintf("%d of %d", len(firstRead), parents)
+			})
+			stopB()
+
+			mu.Lock()
+			defer mu.Unlock()
+			stale, lost := 0, 0
+			for key, w := range aLast {
+				if firstRead[key] < w {
+					stale++
+				}
+			}
+			l, err := cms.List(timeout(t), metav1.ListOptions{LabelSelector: "ryw=parent"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range l.Items {
+				count, _ := strconv.Atoi(p.Annotations[countKey])
+				lost += writes[ns+"/"+p.Name] - count
+			}
+			t.Logf("b's first reconciles: %d of %d read a state older than a's last write; %d status increments lost; b's fence took %v",
+				stale, parents, lost, time.Duration(fenced.fence.Load()).Round(time.Millisecond))
+			if off {
+				if stale == 0 {
+					t.Fatal("with read-your-writes off the new leader should have read older states than the old leader's last writes")
+				}
+				return
+			}
+			if stale != 0 || lost != 0 {
+				t.Fatalf("the new leader read %d parents older than the old leader's last write, and lost %d status increments", stale, lost)
+			}
+		})
+	}
 }
