@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/typedinformer/typedinformer/controller"
@@ -191,12 +192,7 @@ func TestReadYourWritesUnderAWatchThatLagsTheWrites(t *testing.T) {
 		t.Run(ns, func(t *testing.T) {
 			const parents = 50
 			cms := admin.kube.CoreV1().ConfigMaps(ns)
-			for i := range parents {
-				if _, err := cms.Create(timeout(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i),
-					Labels: map[string]string{"ryw": "parent"}}, Data: map[string]string{"gen": "0"}}, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			createParents(t, cms, parents)
 			o := &rywOperator{admin: admin, ns: ns, lastWrite: map[string]uint64{}, statusWrites: map[string]int{},
 				parents:  testctl.New(t, slow.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: selected("ryw=parent")}),
 				children: testctl.New(t, slow.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: selected("ryw=child")}),
@@ -269,6 +265,17 @@ func TestReadYourWritesUnderAWatchThatLagsTheWrites(t *testing.T) {
 	}
 }
 
+// createParents creates the parents p0..p<n-1>, labelled ryw=parent, at gen 0.
+func createParents(t *testing.T, cms typedcorev1.ConfigMapInterface, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := cms.Create(timeout(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i),
+			Labels: map[string]string{"ryw": "parent"}}, Data: map[string]string{"gen": "0"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // selected returns reflector options with a label selector.
 func selected(selector string) reflect.Options[cm] {
 	return reflect.Options[cm]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = selector }}
@@ -330,12 +337,7 @@ func TestANewLeaderReadsThePreviousLeadersLastWrites(t *testing.T) {
 			checkLeaksAtEnd(t, clientGoroutines...)
 			const parents = 10
 			cms := admin.kube.CoreV1().ConfigMaps(ns)
-			for i := range parents {
-				if _, err := cms.Create(timeout(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i),
-					Labels: map[string]string{"ryw": "parent"}}, Data: map[string]string{"gen": "0"}}, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			createParents(t, cms, parents)
 			var mu sync.Mutex
 			lastWrite := map[string]uint64{} // by any leader, per parent
 			firstRead := map[string]uint64{} // b's first reconcile of each parent: the version it read
