@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -29,6 +30,7 @@ import (
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/consistency"
 )
 
 // Widget is a CRD's Go type written by hand: no code generation, only a DeepCopyObject.
@@ -419,5 +421,52 @@ func TestTerminalWrapsAndIsRecognised(t *testing.T) {
 	err := typed.Terminal(base)
 	if !typed.IsTerminal(err) || !errors.Is(err, base) || typed.IsTerminal(base) || typed.Terminal(nil) != nil {
 		t.Errorf("Terminal/IsTerminal do not wrap as documented: %v", err)
+	}
+}
+
+// recorded is a consistency.Recorder that keeps the objects it is told were written.
+type recorded struct {
+	mu      sync.Mutex
+	written []string
+}
+
+func (r *recorded) Wrote(obj runtime.Object) {
+	w := obj.(*Widget)
+	r.mu.Lock()
+	r.written = append(r.written, w.Name+"@"+w.ResourceVersion)
+	r.mu.Unlock()
+}
+
+func (r *recorded) Deleted(runtime.Object) {}
+
+// Dynamic's writes record what the server returned for the reconcile their context
+// belongs to, so that a Loop reads them back (read-your-writes); a read records nothing,
+// nor does a write the server refused.
+func TestDynamicWritesAreRecordedForTheReconcile(t *testing.T) {
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{widgets: "WidgetList"}, widget("small", 1))
+	d := client.FromDynamic[*Widget](dyn.Resource(widgets).Namespace("ns"))
+	rec := &recorded{}
+	ctx := consistency.WithRecorder(context.Background(), rec)
+	w, err := d.Get(ctx, "small", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.ResourceVersion = "7"
+	if _, err := d.Update(ctx, w, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	created := &Widget{TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Widget"}, ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "new", ResourceVersion: "8"}}
+	if _, err := d.Create(ctx, created, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Create(ctx, created, metav1.CreateOptions{}); err == nil {
+		t.Fatal("creating an existing widget succeeded")
+	}
+	if _, err := d.Patch(ctx, "new", types.MergePatchType, []byte(`{"metadata":{"resourceVersion":"9"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"small@7", "new@8", "new@9"}, rec.written); diff != "" {
+		t.Errorf("writes recorded (-want +got):\n%s", diff)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/guard"
+	"github.com/typedinformer/typedinformer/typed/consistency"
 )
 
 // FromDynamicNamespaced returns FromDynamic's adapter over client.Namespace(namespace)
@@ -46,7 +47,7 @@ func (d *Dynamic[T]) Create(ctx context.Context, obj T, opts metav1.CreateOption
 		var zero T
 		return zero, err
 	}
-	return d.converted("Create")(d.client.Create(ctx, u, opts))
+	return d.written(ctx, "Create")(d.client.Create(ctx, u, opts))
 }
 
 // Update replaces obj, which must carry its apiVersion and kind (see Create) and, to be
@@ -57,7 +58,7 @@ func (d *Dynamic[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOption
 		var zero T
 		return zero, err
 	}
-	return d.converted("Update")(d.client.Update(ctx, u, opts))
+	return d.written(ctx, "Update")(d.client.Update(ctx, u, opts))
 }
 
 // UpdateStatus writes obj's status through the status subresource, with the same
@@ -68,7 +69,7 @@ func (d *Dynamic[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.Update
 		var zero T
 		return zero, err
 	}
-	return d.converted("UpdateStatus")(d.client.UpdateStatus(ctx, u, opts))
+	return d.written(ctx, "UpdateStatus")(d.client.UpdateStatus(ctx, u, opts))
 }
 
 // Patch patches the object name, or the given subresource of it, and converts the result.
@@ -76,12 +77,26 @@ func (d *Dynamic[T]) Patch(ctx context.Context, name string, pt types.PatchType,
 	if d == nil {
 		return d.nilClient()
 	}
-	return d.converted("Patch")(d.client.Patch(ctx, name, pt, data, opts, subresources...))
+	return d.written(ctx, "Patch")(d.client.Patch(ctx, name, pt, data, opts, subresources...))
 }
 
 func (d *Dynamic[T]) nilClient() (T, error) {
 	var zero T
 	return zero, fmt.Errorf("%w: the dynamic client of a Dynamic[%T]", controller.ErrNilArgument, zero)
+}
+
+// written is converted for a write: the object the server returned is recorded for the
+// reconcile ctx belongs to (consistency.Wrote), so that its key is not reconciled again
+// before the Loop's caches have applied the write.
+func (d *Dynamic[T]) written(ctx context.Context, method string) func(*unstructured.Unstructured, error) (T, error) {
+	convert := d.converted(method)
+	return func(u *unstructured.Unstructured, err error) (T, error) {
+		obj, err := convert(u, err)
+		if err == nil {
+			consistency.Wrote(ctx, obj)
+		}
+		return obj, err
+	}
 }
 
 // converted returns a function that converts what the dynamic client's method returned.
