@@ -120,11 +120,18 @@ func (c *Controller[T, L]) Watermarks(string) []eventcache.Watermarked {
 // cache calls it.
 func (c *Controller[T, L]) RequestProgress() { c.reflector.RequestProgress() }
 
+// RequestRelist asks the controller's reflector for a consistent relist, after which
+// Applied is at least that list's resource version (see reflect.Reflector.RequestRelist).
+// A reconcile loop whose key still waits on this cache after asking for a bookmark calls
+// it.
+func (c *Controller[T, L]) RequestRelist() { c.reflector.RequestRelist() }
+
 // Fence waits until the controller's store is at least as new as a consistent read taken
 // when it is called: it then holds every write committed before the call (the last
 // writes of a replica that held the keys before this one). The watch usually carries no
 // event up to the read's resource version (it is the server's, across all kinds), so
-// Fence asks for a bookmark (RequestProgress) when the store is behind it. It returns
+// Fence asks for a bookmark (RequestProgress) when the store is behind it, and, when two
+// bookmarks have not come, for a consistent relist (reflect.Reflector.RequestRelist). It returns
 // ctx's error if ctx ends first, and the read's error if the read fails; a store whose
 // versions cannot be compared, or that has stopped, is not waited for, nor is one of a
 // resource the server does not serve (reflect.IsResourceNotServed).
@@ -146,10 +153,15 @@ func (c *Controller[T, L]) Fence(ctx context.Context) error {
 		return nil
 	}
 	defer stop()
-	for {
-		c.RequestProgress()
-		// The watch cache schedules the bookmark when the watch registers; one that
-		// registers late (a loaded server) gets none before its timeout: ask again.
+	for attempt := 1; ; attempt++ {
+		if attempt%3 == 0 {
+			// Two bookmarks asked for did not come (a server that registered the watch
+			// too late to send one, or one without a watch cache): a consistent relist
+			// reaches the read whatever the server sends.
+			c.RequestRelist()
+		} else {
+			c.RequestProgress()
+		}
 		t := time.NewTimer(fenceProgressRetry)
 		select {
 		case <-reached:
@@ -163,5 +175,6 @@ func (c *Controller[T, L]) Fence(ctx context.Context) error {
 	}
 }
 
-// fenceProgressRetry is how long Fence waits for a bookmark before it asks for another.
+// fenceProgressRetry is how long Fence waits for a bookmark before it asks for another,
+// and every third time for a relist instead.
 const fenceProgressRetry = 5 * time.Second

@@ -84,8 +84,12 @@ const minWatchDuration = time.Second
 // about a second later, long enough to count as a watch that ran its course.
 const progressWatchTimeout = 3 * time.Second
 
-// errProgressRequested ends a watch for RequestProgress; it is not reported.
-var errProgressRequested = errors.New("progress requested")
+// errProgressRequested ends a watch for RequestProgress, and errRelistRequested one for
+// RequestRelist; neither is reported.
+var (
+	errProgressRequested = errors.New("progress requested")
+	errRelistRequested   = errors.New("relist requested")
+)
 
 // DefaultBackoff is the backoff used when Options.Backoff is zero: 800ms doubling with
 // full jitter up to 30s, as client-go's reflector does.
@@ -174,11 +178,13 @@ type Reflector[T event.Object, L List] struct {
 	// progress asks the watch loop for a bookmark (see RequestProgress); capacity 1, so
 	// that requests made while one is pending are one.
 	progress chan struct{}
+	// relistReq asks the watch loop for a consistent relist (see RequestRelist).
+	relistReq chan struct{}
 }
 
 // New returns a Reflector that feeds cache from lw.
 func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventCache[T], opts Options[T]) *Reflector[T, L] {
-	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock, progress: make(chan struct{}, 1)}
+	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock, progress: make(chan struct{}, 1), relistReq: make(chan struct{}, 1)}
 	if guard.IsNil(r.clock) { // a typed-nil Clock is none, as a nil one is
 		r.clock = clock.RealClock{}
 	}
@@ -268,6 +274,18 @@ func (r *Reflector[T, L]) ConsistentRV(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return acc.GetResourceVersion(), nil
+}
+
+// RequestRelist asks the reflector to list again, consistently, and to watch on from
+// there: the cache then holds everything up to that list's resource version, whatever
+// bookmarks the server sends or not. It costs a list of every object, so it is what a
+// cache waiting to catch up falls back on when asking for bookmarks did not do. Requests
+// made while one is pending are one; it never blocks.
+func (r *Reflector[T, L]) RequestRelist() {
+	select {
+	case r.relistReq <- struct{}{}:
+	default:
+	}
 }
 
 func (r *Reflector[T, L]) setRV(ctx context.Context, rv string) {
@@ -414,6 +432,15 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 		switch lasted := r.clock.Since(start); {
 		case short:
 			klog.FromContext(ctx).V(4).Info("watching again for a bookmark, as asked", "reflector", r.opts.Name)
+			continue
+		case errors.Is(err, errRelistRequested):
+			klog.FromContext(ctx).V(2).Info("listing again, as asked", "reflector", r.opts.Name)
+			r.mu.Lock()
+			r.relist = true // a consistent read
+			r.mu.Unlock()
+			if w, events, err = r.list(ctx); err != nil {
+				return progressed, err
+			}
 			continue
 		case err != nil:
 			return progressed, r.classify(err)
@@ -668,6 +695,8 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 			return n, ctx.Err()
 		case <-progress:
 			return n, errProgressRequested
+		case <-r.relistReq:
+			return n, errRelistRequested
 		case <-resync:
 			if err := r.cache.Synchronize(); err != nil {
 				r.report(ctx, fmt.Errorf("%s: synchronize: %w", r.opts.Name, err))

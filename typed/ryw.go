@@ -347,12 +347,15 @@ func (l *Loop[T]) boundLocked(run *loopRun[T], key string, pw *pendingWrites, d 
 		pw.waited += d
 		waited := pw.waited
 		waits := make([]any, 0, 2*len(pw.conds))
-		var progress []interface{ RequestProgress() }
+		var progress []func()
 		for _, c := range pw.conds {
 			applied, _ := c.wm.Applied()
 			waits = append(waits, c.rv, applied)
-			if p, ok := c.wm.(interface{ RequestProgress() }); ok {
-				progress = append(progress, p)
+			// A bookmark first; a consistent relist once one did not do.
+			if r, ok := c.wm.(interface{ RequestRelist() }); ok && !first {
+				progress = append(progress, r.RequestRelist)
+			} else if p, ok := c.wm.(interface{ RequestProgress() }); ok {
+				progress = append(progress, p.RequestProgress)
 			}
 		}
 		run.timers.Add(1)
@@ -372,8 +375,8 @@ func (l *Loop[T]) boundLocked(run *loopRun[T], key string, pw *pendingWrites, d 
 		logger.Info("A key waits for its caches to apply its own writes: asking them to catch up",
 			"loop", l.opts.Name, "key", key, "waited", waited, "waitingForAndApplied", waits)
 		l.consistencyMetrics.Call(context.Background(), "StaleBoundHit", func(m ConsistencyMetrics) { m.StaleBoundHit(l.opts.Name) })
-		for _, p := range progress {
-			p.RequestProgress()
+		for _, request := range progress {
+			request()
 		}
 	})
 }
