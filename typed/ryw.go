@@ -184,8 +184,8 @@ func (l *Loop[T]) record(run *loopRun[T], key string, obj runtime.Object, gone b
 	}
 	c := condition{namespace: o.GetNamespace(), name: o.GetName(), uid: o.GetUID()}
 	if !gone {
-		if c.rv, err = strconv.ParseUint(o.GetResourceVersion(), 10, 64); err != nil {
-			return // an opaque resourceVersion orders nothing
+		if c.rv, err = strconv.ParseUint(o.GetResourceVersion(), 10, 64); err != nil || c.rv == 0 {
+			return // an opaque resourceVersion orders nothing; 0 is a deletion's mark
 		}
 	}
 	typ := reflect.TypeOf(obj)

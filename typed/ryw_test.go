@@ -1,8 +1,9 @@
 package typed_test
 
-// Tests that attack read-your-writes: a key is not reconciled from a cache older than its
-// own last write, a waiting key holds no worker and grows no backoff, and the wait is
-// seen when it lasts.
+// Tests that attack read-your-writes (DESIGN 19): a key is not reconciled from a cache
+// older than its own last write, a waiting key holds no worker and grows no backoff, the
+// wait is seen when it lasts, and a Run reconciles nothing before its caches pass the
+// fence.
 
 import (
 	"context"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	testingclock "k8s.io/utils/clock/testing"
@@ -326,4 +328,101 @@ func TestACacheThatCannotShowAWrittenObjectIsNotWaitedFor(t *testing.T) {
 func labelled(o obj, role string) obj {
 	o.Labels = map[string]string{"role": role}
 	return o
+}
+
+// DESIGN 19 under concurrent writes: a reconcile that writes several objects from
+// goroutines of its own records every write, and its key waits for the newest; its next
+// reconcile reads them all.
+func TestWritesFromGoroutinesOfOneReconcileAreAllWaitedFor(t *testing.T) {
+	const children = 8
+	objs := []obj{cm("a", "0")}
+	for i := range children {
+		objs = append(objs, cm("c"+strconv.Itoa(i), "0"))
+	}
+	lw := fake.New[obj, list](objs...)
+	c := testctl.New(t, lw, controller.Options[obj]{})
+	var reconciles atomic.Int32
+	var sawAll atomic.Bool
+	l := newLoop(t, c, func(ctx context.Context, req typed.Request[obj]) (typed.Result, error) {
+		if req.Name != "a" {
+			return typed.Result{}, nil
+		}
+		if reconciles.Add(1) == 1 {
+			lw.HoldWatches()
+			var wg sync.WaitGroup
+			for i := range children {
+				wg.Go(func() {
+					written, err := lw.Update(cm("c"+strconv.Itoa(i), "1"))
+					if err == nil {
+						consistency.Wrote(ctx, written)
+					}
+				})
+			}
+			wg.Wait()
+			return typed.Result{}, nil
+		}
+		all := true
+		for i := range children {
+			if got, _ := c.Get("ns/c" + strconv.Itoa(i)); got.Data["v"] != "1" {
+				all = false
+			}
+		}
+		sawAll.Store(all)
+		return typed.Result{}, nil
+	}, typed.Options{Workers: 2})
+	runUntilCleanup(context.Background(), t, lw, c, l)
+	eventually(t, "the writing reconcile", func() bool { return reconciles.Load() == 1 })
+	l.Enqueue("ns/a")
+	time.Sleep(50 * time.Millisecond) // a reconcile wrongly due would start now
+	if n := reconciles.Load(); n != 1 {
+		t.Fatalf("a reconciled %d times before its writes were applied", n)
+	}
+	lw.ReleaseWatches()
+	eventually(t, "the next reconcile", func() bool { return reconciles.Load() >= 2 })
+	if !sawAll.Load() {
+		t.Fatal("the reconcile after the wait did not read every write of the one before")
+	}
+}
+
+// DESIGN 19 with a server that vanishes as a Run starts: the fence's consistent read
+// fails, is tried again (after 1 s, then 2 s), and nothing is reconciled before it
+// succeeds, rather than the Run going on unfenced.
+func TestARunWhoseFenceCannotReadTheServerWaitsAndTriesAgain(t *testing.T) {
+	lw := fake.New[obj, list](cm("a", "0"))
+	c := testctl.New(t, lw, controller.Options[obj]{})
+	var reconciled atomic.Int32
+	fenceReads := func() int {
+		n := 0
+		for _, a := range lw.Actions() {
+			if a.Verb == fake.VerbList && a.Options.Limit == 1 {
+				n++
+			}
+		}
+		return n
+	}
+	var readsAtFirstReconcile atomic.Int32
+	l := newLoop(t, c, func(context.Context, typed.Request[obj]) (typed.Result, error) {
+		if reconciled.Add(1) == 1 {
+			readsAtFirstReconcile.Store(int32(fenceReads()))
+		}
+		return typed.Result{}, nil
+	}, typed.Options{})
+	takeOver := make(chan struct{})
+	ctx := runUntilEnd(context.Background(), t, c.Run, func(ctx context.Context) error {
+		select {
+		case <-takeOver:
+			return l.Run(ctx)
+		case <-ctx.Done():
+			return nil
+		}
+	})
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lw.FailList(2, apierrors.NewServiceUnavailable("the server is restarting"))
+	close(takeOver)
+	eventually(t, "the first reconcile", func() bool { return reconciled.Load() >= 1 })
+	if n := readsAtFirstReconcile.Load(); n != 3 {
+		t.Fatalf("the first reconcile came after %d fence reads; want 3: two refused, one answered", n)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // Recorder receives the writes of one reconcile. A typed.Loop provides it through the
@@ -41,17 +43,21 @@ func (c *RecorderContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// RecorderFrom returns ctx's Recorder, if any.
+// RecorderFrom returns ctx's Recorder, if any: none for a nil ctx, nor for a nil or
+// typed-nil Recorder.
 func RecorderFrom(ctx context.Context) (Recorder, bool) {
+	if ctx == nil {
+		return nil, false
+	}
 	r, ok := ctx.Value(recorderKey{}).(Recorder)
-	return r, ok && r != nil
+	return r, ok && !guard.IsNil(r)
 }
 
 // Wrote records, for the key whose reconcile ctx belongs to, that the server answered a
 // write with obj (the object it returned, not the one sent). It does nothing outside a
-// reconcile, for a nil obj, and for an object without a resourceVersion.
+// reconcile, for a nil or typed-nil obj, and for an object without a resourceVersion.
 func Wrote(ctx context.Context, obj runtime.Object) {
-	if r, ok := RecorderFrom(ctx); ok && obj != nil {
+	if r, ok := RecorderFrom(ctx); ok && !guard.IsNil(obj) {
 		r.Wrote(obj)
 	}
 }
@@ -59,9 +65,9 @@ func Wrote(ctx context.Context, obj runtime.Object) {
 // Deleted records, for the key whose reconcile ctx belongs to, that obj was deleted and
 // the server no longer has it: the key is not reconciled again while a cache of the
 // reconcile loop still holds an object with obj's namespace, name and UID. It does
-// nothing outside a reconcile and for a nil obj.
+// nothing outside a reconcile and for a nil or typed-nil obj.
 func Deleted(ctx context.Context, obj runtime.Object) {
-	if r, ok := RecorderFrom(ctx); ok && obj != nil {
+	if r, ok := RecorderFrom(ctx); ok && !guard.IsNil(obj) {
 		r.Deleted(obj)
 	}
 }
