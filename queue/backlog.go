@@ -178,7 +178,7 @@ func (b *Backlog[T]) pushed() {
 		b.fifoMu.Lock()
 		b.sort()
 		b.fifoMu.Unlock()
-		b.reportDepth()
+		b.report()
 	}
 }
 
@@ -376,13 +376,13 @@ func (b *Backlog[T]) callbacks(syncedNow bool) {
 	if syncedNow && b.opts.OnSynced != nil {
 		b.opts.OnSynced()
 	}
-	b.reportDepth()
+	b.report()
 }
 
-// reportDepth calls opts.OnApplied if the watermark changed, and opts.Depth with the
+// report calls opts.OnApplied if the watermark changed, and opts.Depth with the
 // newest pending count, unless another goroutine is reporting: that one reports again once
 // its call returns, with the newest count.
-func (b *Backlog[T]) reportDepth() {
+func (b *Backlog[T]) report() {
 	if b.appliedDirty.Load() && b.appliedDirty.Swap(false) {
 		b.opts.OnApplied()
 	}
@@ -501,7 +501,7 @@ func (b *Backlog[T]) consumeBatch(consumer Consumer[T], maxKeys int) int {
 	}
 	b.fifoMu.Unlock()
 
-	b.reportDepth()
+	b.report()
 	if n > 0 {
 		consumer.Deliver(out)
 	}
@@ -573,7 +573,7 @@ func (b *Backlog[T]) Clear() {
 	b.spare = nil
 	b.fifoChanged()
 	b.fifoMu.Unlock()
-	b.reportDepth()
+	b.report()
 }
 
 // HasSynced reports whether the backlog is sealed and every key pushed before Seal has
@@ -587,7 +587,7 @@ func (b *Backlog[T]) Len() int {
 	b.sort()
 	n := b.fifo.Len()
 	b.fifoMu.Unlock()
-	b.reportDepth()
+	b.report()
 	return n
 }
 
