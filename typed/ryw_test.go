@@ -26,6 +26,25 @@ import (
 	"github.com/typedinformer/typedinformer/typed/consistency"
 )
 
+// runSyncedThenTakeOver runs c until the test ends and returns once it has synced; the
+// returned function starts l, as a replica taking over with a warm cache does.
+func runSyncedThenTakeOver(t *testing.T, c *controller.Controller[obj, list], l *typed.Loop[obj]) (takeOver func()) {
+	t.Helper()
+	start := make(chan struct{})
+	ctx := runUntilEnd(context.Background(), t, c.Run, func(ctx context.Context) error {
+		select {
+		case <-start:
+			return l.Run(ctx)
+		case <-ctx.Done():
+			return nil
+		}
+	})
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return func() { close(start) }
+}
+
 func newLoop(t *testing.T, src typed.Source[obj], r typed.ReconcilerFunc[obj], opts typed.Options) *typed.Loop[obj] {
 	t.Helper()
 	l, err := typed.NewLoop(src, r, opts)
@@ -260,23 +279,12 @@ func TestARunReconcilesNothingBeforeItsCachesReachAConsistentReadTakenAsItStarts
 		read.CompareAndSwap(nil, req.Object.Data["v"])
 		return typed.Result{}, nil
 	}, typed.Options{Metrics: m})
-	takeOver := make(chan struct{})
-	ctx := runUntilEnd(context.Background(), t, c.Run, func(ctx context.Context) error {
-		select {
-		case <-takeOver:
-			return l.Run(ctx)
-		case <-ctx.Done():
-			return nil
-		}
-	})
-	if err := c.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	takeOver := runSyncedThenTakeOver(t, c, l)
 	lw.HoldWatches()
 	if _, err := lw.Update(cm("a", "1")); err != nil { // the previous leader's last write
 		t.Fatal(err)
 	}
-	close(takeOver)
+	takeOver()
 	time.Sleep(50 * time.Millisecond) // a reconcile wrongly started would have read by now
 	if v := read.Load(); v != nil {
 		t.Fatalf("reconciled before the cache reached the consistent point, reading %v", v)
@@ -407,20 +415,9 @@ func TestARunWhoseFenceCannotReadTheServerWaitsAndTriesAgain(t *testing.T) {
 		}
 		return typed.Result{}, nil
 	}, typed.Options{})
-	takeOver := make(chan struct{})
-	ctx := runUntilEnd(context.Background(), t, c.Run, func(ctx context.Context) error {
-		select {
-		case <-takeOver:
-			return l.Run(ctx)
-		case <-ctx.Done():
-			return nil
-		}
-	})
-	if err := c.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	takeOver := runSyncedThenTakeOver(t, c, l)
 	lw.FailList(2, apierrors.NewServiceUnavailable("the server is restarting"))
-	close(takeOver)
+	takeOver()
 	eventually(t, "the first reconcile", func() bool { return reconciled.Load() >= 1 })
 	if n := readsAtFirstReconcile.Load(); n != 3 {
 		t.Fatalf("the first reconcile came after %d fence reads; want 3: two refused, one answered", n)
