@@ -1,6 +1,8 @@
 package controller_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,32 +14,95 @@ import (
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testwait"
+	"github.com/typedinformer/typedinformer/internal/testsupport/watchtap"
+	"github.com/typedinformer/typedinformer/reflect"
 )
 
 // A cache that sees no event past a write catches up only by a bookmark: RequestProgress
-// ends the watch and watches again from the same resource version, with nothing listed
-// again, and with a timeout short enough that kube-apiserver's watch cache sends one; the
-// bookmark raises Applied.
-func TestRequestProgressWatchesAgainForABookmarkThatRaisesApplied(t *testing.T) {
-	lw := fake.New[obj, list](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}})
-	c := testctl.New(t, lw, controller.Options[obj]{})
+// opens a second, short watch from the newest version seen, with bookmarks and a timeout
+// short enough that kube-apiserver's watch cache sends one, and its bookmark raises
+// Applied. The cache's own watch is never ended, and nothing is listed again.
+func TestRequestProgressWatchesBesideTheCachesWatchForABookmarkThatRaisesApplied(t *testing.T) {
+	lw := fake.New[obj, list](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Labels: map[string]string{"app": "web"}}})
+	c := testctl.New(t, lw, controller.Options[obj]{Options: selected("app=web")})
 	run(t, c)
 	testwait.Eventually(t, "the list applied", func() bool { rv, ok := c.Applied(); return ok && rv == 1 }, 10*time.Second)
+	// A write the cache's selector leaves out: the server moves on, the watch shows nothing.
+	if _, err := lw.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other"}}); err != nil {
+		t.Fatal(err)
+	}
 
 	c.RequestProgress()
 	testwait.Eventually(t, "a second watch", func() bool { return lw.WatchCalls() == 2 }, 10*time.Second)
-	last := lw.Actions()[len(lw.Actions())-1]
-	if last.Options.ResourceVersion != "1" || last.Options.TimeoutSeconds == nil || *last.Options.TimeoutSeconds != 3 || !last.Options.AllowWatchBookmarks {
-		t.Fatalf("the watch for progress: %+v; want one from resource version 1, with bookmarks and a 3 s timeout", last.Options)
+	probe := lw.Actions()[len(lw.Actions())-1]
+	if probe.Options.ResourceVersion != "1" || probe.Options.TimeoutSeconds == nil || *probe.Options.TimeoutSeconds != 3 ||
+		!probe.Options.AllowWatchBookmarks || probe.Options.LabelSelector != "app=web" {
+		t.Fatalf("the watch for progress: %+v; want one from resource version 1, with bookmarks, a 3 s timeout and the cache's selector", probe.Options)
 	}
+	testwait.Eventually(t, "Applied at the bookmark", func() bool { rv, ok := c.Applied(); return ok && rv == 2 }, 10*time.Second)
 	if n := lw.ListCalls(); n != 1 {
 		t.Fatalf("%d lists: asking for progress must not list again", n)
 	}
-	if err := lw.WaitForWatchers(t.Context(), 1); err != nil {
+	testwait.Eventually(t, "the second watch ended", func() bool { return lw.Watching() == 1 }, 10*time.Second)
+	if n := lw.WatchCalls(); n != 2 {
+		t.Fatalf("%d watches: the cache's own watch must go on", n)
+	}
+}
+
+// The second watch may show an event that the cache's own watch, on a slower connection,
+// has not yet brought. Its bookmark says nothing is missing up to it only for a cache
+// that has that event: Applied stays below the event until the cache's watch brings it,
+// and reaches the bookmark then.
+func TestAProgressBookmarkWaitsForTheEventsTheCachesOwnWatchHasNotBrought(t *testing.T) {
+	lw := fake.New[obj, list](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Labels: map[string]string{"app": "web"}}})
+	slow := &slowFirstWatch{ListerWatcher: lw, release: make(chan struct{})}
+	c := testctl.New(t, slow, controller.Options[obj]{Options: selected("app=web")})
+	run(t, c)
+	testwait.Eventually(t, "the list applied", func() bool { rv, ok := c.Applied(); return ok && rv == 1 }, 10*time.Second)
+	if _, err := lw.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", Labels: map[string]string{"app": "web"}}}); err != nil {
 		t.Fatal(err)
 	}
-	lw.Send(watch.Event{Type: watch.Bookmark, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "50"}}})
-	testwait.Eventually(t, "Applied at the bookmark", func() bool { rv, ok := c.Applied(); return ok && rv == 50 }, 10*time.Second)
+	if _, err := lw.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	c.RequestProgress() // the second watch shows b (version 2), then a bookmark at 3
+	testwait.Eventually(t, "the second watch ended at its bookmark", func() bool { return lw.WatchCalls() == 2 && lw.Watching() == 1 }, 10*time.Second)
+	time.Sleep(200 * time.Millisecond) // what the reflector would do with the bookmark at once, it has done
+	if rv, _ := c.Applied(); rv != 1 {
+		t.Fatalf("Applied is %d before the cache's own watch brought b (version 2): the bookmark must wait for it", rv)
+	}
+	close(slow.release)
+	testwait.Eventually(t, "Applied at the bookmark once b is in", func() bool { rv, ok := c.Applied(); return ok && rv == 3 }, 10*time.Second)
+	if _, ok := c.Get("ns/b"); !ok {
+		t.Fatal("b is not in the store although Applied passed it")
+	}
+}
+
+// slowFirstWatch holds back the events of its first watch until release is closed, as a
+// congested connection would; later watches pass at once.
+type slowFirstWatch struct {
+	controller.ListerWatcher[obj, list]
+	release chan struct{}
+	watches atomic.Int32
+}
+
+func (s *slowFirstWatch) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := s.ListerWatcher.Watch(ctx, opts)
+	if err != nil || s.watches.Add(1) > 1 {
+		return w, err
+	}
+	return watchtap.Tap(w, func(_ watch.Event, stopped <-chan struct{}) {
+		select {
+		case <-s.release:
+		case <-stopped:
+		}
+	}), nil
+}
+
+// selected returns options with a label selector.
+func selected(selector string) reflect.Options[obj] {
+	return reflect.Options[obj]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = selector }}
 }
 
 // When bookmarks do not come, a consistent relist does what they would: RequestRelist

@@ -53,6 +53,7 @@ import (
 	"math/rand/v2"
 	goreflect "reflect"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,17 +80,13 @@ import (
 // server's ordinary timeout rather than a failure; client-go uses the same second.
 const minWatchDuration = time.Second
 
-// progressWatchTimeout is the timeout of a watch opened for RequestProgress: short enough
-// that kube-apiserver's watch cache sends its bookmark (2 s before a watch's deadline)
-// about a second later, long enough to count as a watch that ran its course.
-const progressWatchTimeout = 3 * time.Second
+// probeTimeout is the timeout of the watch RequestProgress opens beside the reflector's
+// own: short enough that kube-apiserver's watch cache sends its bookmark (2 s before a
+// watch's deadline) about a second later.
+const probeTimeout = 3 * time.Second
 
-// errProgressRequested ends a watch for RequestProgress, and errRelistRequested one for
-// RequestRelist; neither is reported.
-var (
-	errProgressRequested = errors.New("progress requested")
-	errRelistRequested   = errors.New("relist requested")
-)
+// errRelistRequested ends a watch for RequestRelist; it is not reported.
+var errRelistRequested = errors.New("relist requested")
 
 // DefaultBackoff is the backoff used when Options.Backoff is zero: 800ms doubling with
 // full jitter up to 30s, as client-go's reflector does.
@@ -178,13 +175,19 @@ type Reflector[T event.Object, L List] struct {
 	// progress asks the watch loop for a bookmark (see RequestProgress); capacity 1, so
 	// that requests made while one is pending are one.
 	progress chan struct{}
+	// probed carries a probe's finding to the watch loop, which alone keeps it in
+	// found until its own watch has caught up with it.
+	probed  chan probe
+	found   *probe
+	probing bool // guarded by mu
+	probes  sync.WaitGroup
 	// relistReq asks the watch loop for a consistent relist (see RequestRelist).
 	relistReq chan struct{}
 }
 
 // New returns a Reflector that feeds cache from lw.
 func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventCache[T], opts Options[T]) *Reflector[T, L] {
-	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock, progress: make(chan struct{}, 1), relistReq: make(chan struct{}, 1)}
+	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock, progress: make(chan struct{}, 1), relistReq: make(chan struct{}, 1), probed: make(chan probe)}
 	if guard.IsNil(r.clock) { // a typed-nil Clock is none, as a nil one is
 		r.clock = clock.RealClock{}
 	}
@@ -211,11 +214,14 @@ func (r *Reflector[T, L]) LastSyncResourceVersion() string {
 }
 
 // RequestProgress asks the reflector to make its cache catch up with the server although
-// nothing it watches changes: it ends its watch and watches again from the same resource
-// version with a timeout of progressWatchTimeout, to which kube-apiserver's watch cache
-// answers, about 2 s before the timeout, with a bookmark carrying the resource version it
-// has sent up to (the cache then reaches it, see eventcache.Bookmarker). No event is
-// listed again or lost. Requests made while one is pending are one; it never blocks.
+// nothing it watches changes. Its own watch goes on: ending it would make whatever a slow
+// connection still holds of it come again, a whole lag later, on the next one. Instead a
+// second watch, from the newest version the reflector has seen and with a timeout of
+// probeTimeout, waits for the bookmark kube-apiserver's watch cache sends about 2 s
+// before the timeout; the cache reaches the bookmark's version (see
+// eventcache.Bookmarker) once the reflector's own watch has brought every event the
+// second one showed before it. Requests made while one is pending are one; it never
+// blocks.
 func (r *Reflector[T, L]) RequestProgress() {
 	select {
 	case r.progress <- struct{}{}:
@@ -319,6 +325,7 @@ func (r *Reflector[T, L]) report(ctx context.Context, err error) {
 // reported through Options.OnError. It returns when ctx is done, having stopped every
 // watch it opened.
 func (r *Reflector[T, L]) Run(ctx context.Context) {
+	defer r.probes.Wait()
 	backoff := r.opts.Backoff
 	unavailableBefore := false
 	for ctx.Err() == nil {
@@ -401,38 +408,23 @@ func (r *Reflector[T, L]) listAndWatch(ctx context.Context) (progressed bool, er
 		defer t.Stop()
 		resync = t.C()
 	}
-	short := false // the next watch is for a bookmark (RequestProgress)
 	for {
 		if w == nil {
 			start = r.clock.Now()
-			timeout := watchTimeout()
-			if short {
-				timeout = ptr.To(int64(progressWatchTimeout / time.Second))
-			}
 			w, events, err = r.watch(ctx, metav1.ListOptions{
 				ResourceVersion:     r.LastSyncResourceVersion(),
 				AllowWatchBookmarks: true,
-				TimeoutSeconds:      timeout,
+				TimeoutSeconds:      watchTimeout(),
 			})
 			if err != nil {
 				return progressed, r.classify(fmt.Errorf("watch: %w", err))
 			}
 		}
-		// A watch opened for a bookmark is not ended for another: that would drop the
-		// bookmark it is about to bring. A request meanwhile waits for the next watch.
-		progress := r.progress
-		if short {
-			progress = nil
-		}
-		n, err := r.handleWatch(ctx, events, resync, progress)
+		n, err := r.handleWatch(ctx, events, resync)
 		w.Stop()
 		w = nil
 		progressed = progressed || n > 0
-		short = errors.Is(err, errProgressRequested)
 		switch lasted := r.clock.Since(start); {
-		case short:
-			klog.FromContext(ctx).V(4).Info("watching again for a bookmark, as asked", "reflector", r.opts.Name)
-			continue
 		case errors.Is(err, errRelistRequested):
 			klog.FromContext(ctx).V(2).Info("listing again, as asked", "reflector", r.opts.Name)
 			r.mu.Lock()
@@ -685,16 +677,21 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 
 // handleWatch applies w's events to the cache until w ends, fails or ctx is done, and
 // returns how many events it received.
-func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.Event, resync <-chan time.Time, progress <-chan struct{}) (int, error) {
+func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.Event, resync <-chan time.Time) (int, error) {
 	n := 0
 	for {
+		r.caughtUp()
 		var e watch.Event
 		var ok bool
 		select {
 		case <-ctx.Done():
 			return n, ctx.Err()
-		case <-progress:
-			return n, errProgressRequested
+		case <-r.progress:
+			r.startProbe(ctx)
+			continue
+		case p := <-r.probed:
+			r.found = &p
+			continue
 		case <-r.relistReq:
 			return n, errRelistRequested
 		case <-resync:
@@ -763,6 +760,107 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 		}
 		r.setRV(ctx, rv)
 	}
+}
+
+// probe is what a watch opened for RequestProgress found: the server had sent every event
+// of the reflector's selection up to bookmark, the newest of them at last (0 for none).
+type probe struct{ last, bookmark uint64 }
+
+// startProbe opens the watch of RequestProgress beside the reflector's own, unless one is
+// open already or nothing has been listed yet (the list's version is the cache's first).
+func (r *Reflector[T, L]) startProbe(ctx context.Context) {
+	r.mu.Lock()
+	from := r.lastRV
+	if r.probing || from == "" {
+		r.mu.Unlock()
+		return
+	}
+	r.probing = true
+	r.mu.Unlock()
+	r.probes.Go(func() {
+		defer func() {
+			r.mu.Lock()
+			r.probing = false
+			r.mu.Unlock()
+		}()
+		p, err := r.probe(ctx, from)
+		if err != nil {
+			klog.FromContext(ctx).V(4).Info("no bookmark from the watch opened for progress", "reflector", r.opts.Name, "from", from, "err", err)
+			return
+		}
+		select {
+		case r.probed <- p:
+		case <-ctx.Done():
+		}
+	})
+}
+
+// probe watches from resource version from until the first bookmark, and returns it with
+// the newest event before it.
+func (r *Reflector[T, L]) probe(ctx context.Context, from string) (probe, error) {
+	w, events, err := r.watch(ctx, metav1.ListOptions{
+		ResourceVersion:     from,
+		AllowWatchBookmarks: true,
+		TimeoutSeconds:      ptr.To(int64(probeTimeout / time.Second)),
+	})
+	if err != nil {
+		return probe{}, err
+	}
+	defer w.Stop()
+	var p probe
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return probe{}, ctx.Err()
+		case e, ok = <-events:
+		}
+		if !ok {
+			return probe{}, errors.New("the watch ended before a bookmark")
+		}
+		switch e.Type {
+		case watch.Error:
+			return probe{}, watchError(e.Object)
+		case watch.Bookmark:
+			rv, _, err := readBookmark(e.Object)
+			if err != nil {
+				return probe{}, err
+			}
+			if p.bookmark, err = strconv.ParseUint(rv, 10, 64); err != nil {
+				return probe{}, fmt.Errorf("bookmark: %w", err)
+			}
+			return p, nil
+		default:
+			o, err := meta.Accessor(e.Object)
+			if err != nil {
+				return probe{}, fmt.Errorf("%s event: %w", e.Type, err)
+			}
+			rv, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
+			if err != nil {
+				return probe{}, fmt.Errorf("%s event: %w", e.Type, err)
+			}
+			p.last = max(p.last, rv)
+		}
+	}
+}
+
+// caughtUp passes the probe's bookmark to the cache once the reflector has seen every
+// event the probe did: nothing of its selection then lies between its newest version and
+// the bookmark's. Called by the watch loop only.
+func (r *Reflector[T, L]) caughtUp() {
+	if r.found == nil {
+		return
+	}
+	seen, err := strconv.ParseUint(r.LastSyncResourceVersion(), 10, 64)
+	if err == nil && seen < r.found.last {
+		return
+	}
+	// An opaque version orders nothing, and the cache then waits for no version.
+	if b, ok := r.cache.(eventcache.Bookmarker); ok && err == nil {
+		b.Bookmark(strconv.FormatUint(r.found.bookmark, 10))
+	}
+	r.found = nil
 }
 
 // read returns o as a T, after Options.Transform, with the resource version it had before

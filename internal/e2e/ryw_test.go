@@ -17,11 +17,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/internal/testsupport/testctl"
+	"github.com/typedinformer/typedinformer/internal/testsupport/watchtap"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/consistency"
@@ -128,6 +130,55 @@ type rywOperator struct {
 	mu              sync.Mutex
 	lastWrite       map[string]uint64 // per parent: the resourceVersion of the last write
 	statusWrites    map[string]int    // per parent: the status writes made
+
+	// Where a status write's wait goes: from the write's answer to its event reaching the
+	// parents' reflector (the lag, and the server's and the proxy's share), then from there
+	// to the key's next reconcile (the library's share).
+	arrivals    *arrivals
+	unmeasured  map[string][]statusWrite // per parent: its status writes, until measured
+	toArrival   durations
+	toReconcile durations
+}
+
+// statusWrite is a status write: its resourceVersion, and when its answer came.
+type statusWrite struct {
+	rv uint64
+	at time.Time
+}
+
+// arrivals is a ListerWatcher that notes when each watch event reaches the reflector.
+type arrivals struct {
+	typedcorev1.ConfigMapInterface
+	mu sync.Mutex
+	at map[uint64]time.Time // by resourceVersion
+}
+
+func newArrivals(lw typedcorev1.ConfigMapInterface) *arrivals {
+	return &arrivals{ConfigMapInterface: lw, at: map[uint64]time.Time{}}
+}
+
+func (a *arrivals) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := a.ConfigMapInterface.Watch(ctx, opts)
+	if err != nil {
+		return w, err
+	}
+	return watchtap.Tap(w, func(e watch.Event, _ <-chan struct{}) {
+		if o, ok := e.Object.(cm); ok {
+			if rv, err := strconv.ParseUint(o.ResourceVersion, 10, 64); err == nil {
+				a.mu.Lock()
+				a.at[rv] = time.Now()
+				a.mu.Unlock()
+			}
+		}
+	}), nil
+}
+
+// arrived reports when the event of resourceVersion rv reached the reflector.
+func (a *arrivals) arrived(rv uint64) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.at[rv]
+	return at, ok
 }
 
 const (
@@ -139,6 +190,7 @@ func (o *rywOperator) reconcile(ctx context.Context, req typed.Request[cm]) (typ
 	if req.Deleted {
 		return typed.Result{}, nil
 	}
+	started := time.Now()
 	o.reconciles.Add(1)
 	parent := req.Object
 	rv, _ := strconv.ParseUint(parent.ResourceVersion, 10, 64)
@@ -146,6 +198,15 @@ func (o *rywOperator) reconcile(ctx context.Context, req typed.Request[cm]) (typ
 	if rv < o.lastWrite[req.Key] {
 		o.staleReads.Add(1)
 	}
+	// The first reconcile after a status write's event reached the reflector.
+	o.unmeasured[req.Key] = slices.DeleteFunc(o.unmeasured[req.Key], func(w statusWrite) bool {
+		at, ok := o.arrivals.arrived(w.rv)
+		if ok && at.Before(started) {
+			o.toArrival.add(at.Sub(w.at))
+			o.toReconcile.add(started.Sub(at))
+		}
+		return ok && at.Before(started)
+	})
 	o.mu.Unlock()
 
 	cms := o.admin.kube.CoreV1().ConfigMaps(o.ns)
@@ -174,6 +235,7 @@ func (o *rywOperator) reconcile(ctx context.Context, req typed.Request[cm]) (typ
 		o.mu.Lock()
 		o.lastWrite[req.Key] = max(o.lastWrite[req.Key], wrote)
 		o.statusWrites[req.Key]++
+		o.unmeasured[req.Key] = append(o.unmeasured[req.Key], statusWrite{rv: wrote, at: time.Now()})
 		o.mu.Unlock()
 	}
 	return typed.Result{}, nil
@@ -194,9 +256,9 @@ func TestReadYourWritesUnderAWatchThatLagsTheWrites(t *testing.T) {
 			cms := admin.kube.CoreV1().ConfigMaps(ns)
 			createParents(t, cms, parents)
 			o := &rywOperator{admin: admin, ns: ns, lastWrite: map[string]uint64{}, statusWrites: map[string]int{},
-				parents:  testctl.New(t, slow.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: selected("ryw=parent")}),
-				children: testctl.New(t, slow.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: selected("ryw=child")}),
-			}
+				arrivals: newArrivals(slow.kube.CoreV1().ConfigMaps(ns)), unmeasured: map[string][]statusWrite{}}
+			o.parents, o.children = testctl.New(t, o.arrivals, controller.Options[cm]{Options: selected("ryw=parent")}),
+				testctl.New(t, slow.kube.CoreV1().ConfigMaps(ns), controller.Options[cm]{Options: selected("ryw=child")})
 			waits := &waitRecorder{}
 			loop, err := typed.NewLoop(o.parents, typed.ReconcilerFunc[cm](o.reconcile), typed.Options{Workers: 4, DisableReadYourWrites: off, Metrics: waits})
 			if err != nil {
@@ -211,8 +273,8 @@ func TestReadYourWritesUnderAWatchThatLagsTheWrites(t *testing.T) {
 			// than the watch shows it, until 1,000 reconciles have run.
 			for gen := 1; o.reconciles.Load() < 1000; gen++ {
 				if gen > 200 {
-					t.Fatalf("only %d reconciles after 200 rounds of changes; waits p50 %v, p99 %v, max %v (%d waits, %d past the bound)",
-						o.reconciles.Load(), waits.quantile(0.5), waits.quantile(0.99), waits.quantile(1), waits.n(), waits.bounds.Load())
+					t.Fatalf("only %d reconciles after 200 rounds of changes; waits %v, %d past the bound",
+						o.reconciles.Load(), &waits.durations, waits.bounds.Load())
 				}
 				for i := range parents {
 					patch := fmt.Sprintf(`{"data":{"gen":%q}}`, strconv.Itoa(gen))
@@ -248,8 +310,10 @@ func TestReadYourWritesUnderAWatchThatLagsTheWrites(t *testing.T) {
 				lost += o.statusWrites[ns+"/"+p.Name] - count
 			}
 			o.mu.Unlock()
-			t.Logf("%d reconciles: %d read a cache older than their key's last write, %d duplicate creates, %d lost status increments; waits p50 %v, p99 %v, max %v (%d waits)",
-				o.reconciles.Load(), o.staleReads.Load(), o.duplicateCreate.Load(), lost, waits.quantile(0.5), waits.quantile(0.99), waits.quantile(1), waits.n())
+			t.Logf("%d reconciles: %d read a cache older than their key's last write, %d duplicate creates, %d lost status increments; waits %v",
+				o.reconciles.Load(), o.staleReads.Load(), o.duplicateCreate.Load(), lost, &waits.durations)
+			t.Logf("a status write's answer to its event at the reflector (the %v lag, the server's and the proxy's share): %v; from there to the key's next reconcile (the library's share): %v",
+				watchLag, &o.toArrival, &o.toReconcile)
 			if off {
 				if o.staleReads.Load() == 0 || o.duplicateCreate.Load() == 0 || lost == 0 {
 					t.Fatalf("with read-your-writes off the lagging watch should show stale reads, duplicate creates and lost increments; saw %d, %d, %d",
@@ -260,6 +324,12 @@ func TestReadYourWritesUnderAWatchThatLagsTheWrites(t *testing.T) {
 			if o.staleReads.Load() != 0 || o.duplicateCreate.Load() != 0 || lost != 0 {
 				t.Fatalf("read-your-writes let %d reconciles read a cache older than their last write, %d children be created twice and %d status increments be lost",
 					o.staleReads.Load(), o.duplicateCreate.Load(), lost)
+			}
+			// A gated key waits for its write's event to reach the cache, and at most 50 ms
+			// more (at the 99th percentile): the watch's lag, as this run's server, proxy
+			// and machine made it, is the bound, and the gate adds no more than that to it.
+			if lag := o.toArrival.quantile(0.99); waits.quantile(0.99) > lag+50*time.Millisecond {
+				t.Fatalf("gated keys waited %v at the 99th percentile, more than the writes' events took to reach the cache (%v) plus 50 ms", waits.quantile(0.99), lag)
 			}
 		})
 	}
@@ -283,8 +353,7 @@ func selected(selector string) reflect.Options[cm] {
 
 // waitRecorder records how long keys waited for their caches.
 type waitRecorder struct {
-	mu     sync.Mutex
-	waits  []time.Duration
+	durations
 	bounds atomic.Int64
 	fence  atomic.Int64 // handover-b's fence, in ns
 }
@@ -300,20 +369,28 @@ func (w *waitRecorder) FenceDuration(loop string, d time.Duration) {
 		w.fence.Store(int64(d))
 	}
 }
-func (w *waitRecorder) WriteWait(_ string, d time.Duration) {
+func (w *waitRecorder) WriteWait(_ string, d time.Duration) { w.add(d) }
+
+// durations is a set of measured durations, safe for concurrent use.
+type durations struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (w *durations) add(d time.Duration) {
 	w.mu.Lock()
 	w.waits = append(w.waits, d)
 	w.mu.Unlock()
 }
 
-func (w *waitRecorder) n() int {
+func (w *durations) n() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.waits)
 }
 
-// quantile returns the q-quantile of the waits, 0 when there are none.
-func (w *waitRecorder) quantile(q float64) time.Duration {
+// quantile returns the q-quantile of the durations, 0 when there are none.
+func (w *durations) quantile(q float64) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.waits) == 0 {
@@ -322,6 +399,11 @@ func (w *waitRecorder) quantile(q float64) time.Duration {
 	s := slices.Clone(w.waits)
 	slices.Sort(s)
 	return s[int(q*float64(len(s)-1))].Round(time.Millisecond)
+}
+
+// String is the durations' p50, p99 and max, and their number.
+func (w *durations) String() string {
+	return fmt.Sprintf("p50 %v, p99 %v, max %v (%d)", w.quantile(0.5), w.quantile(0.99), w.quantile(1), w.n())
 }
 
 // A leader hand-over, the new leader's watch 4 s behind: its first reconcile of each key
