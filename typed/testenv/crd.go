@@ -12,22 +12,17 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
-	"k8s.io/client-go/util/retry"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/typedinformer/typedinformer/typed/crd"
 )
 
 // crdAPIVersion and crdKind are what every document of a CRD file must declare.
@@ -36,8 +31,10 @@ const (
 	crdKind       = "CustomResourceDefinition"
 )
 
-// InstallCRDs creates each CRD (or, if a CRD of that name exists, replaces its
-// labels, annotations and spec) and returns once every one is ready to use:
+// InstallCRDs installs the CRDs with [crd.Install], through connections of
+// its own that it closes before it returns: it creates each CRD (or, if a CRD
+// of that name exists, replaces its labels, annotations and spec) and returns
+// once every one is ready to use:
 // its Established and NamesAccepted conditions are true, its accepted names
 // are its spec's names, and in every served version discovery lists its
 // resource and a list of it succeeds, so that clients, informers and REST
@@ -49,35 +46,14 @@ const (
 // names not accepted (with the server's reason, such as a plural already taken),
 // or the condition that did not hold in time.
 func (env *Environment) InstallCRDs(ctx context.Context, crds ...*apiextensionsv1.CustomResourceDefinition) error {
-	for i, crd := range crds {
-		if crd == nil {
-			return fmt.Errorf("testenv: CRD %d of %d is nil", i+1, len(crds))
-		}
-	}
 	cfg, closeConns := env.ownConnections()
 	defer closeConns()
 	client, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("testenv: %w", err)
 	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
+	if err := crd.Install(ctx, client, crds...); err != nil {
 		return fmt.Errorf("testenv: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("testenv: %w", err)
-	}
-	for _, crd := range crds {
-		if err := createOrReplace(ctx, client.CustomResourceDefinitions(), crd); err != nil {
-			return err
-		}
-	}
-	// Wait only once every CRD is created: they become established in parallel.
-	for _, crd := range crds {
-		if err := waitReady(ctx, client.CustomResourceDefinitions(), disco, dyn, crd); err != nil {
-			return err
-		}
 	}
 	env.log.V(1).Info("Installed CRDs", "names", crdNames(crds))
 	return nil
@@ -232,80 +208,6 @@ func splitDocuments(data []byte) []document {
 	return docs
 }
 
-// createOrReplace creates crd, or replaces the labels, annotations and spec of
-// the CRD of that name, retrying on conflicts.
-func createOrReplace(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionInterface, crd *apiextensionsv1.CustomResourceDefinition) error {
-	want := crd.DeepCopy()
-	want.ResourceVersion, want.UID = "", ""
-	want.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
-	_, err := client.Create(ctx, want, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			existing, err := client.Get(ctx, want.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			existing.Labels, existing.Annotations, existing.Spec = want.Labels, want.Annotations, want.Spec
-			_, err = client.Update(ctx, existing, metav1.UpdateOptions{})
-			return err
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("testenv: installing CRD %s: %w", crd.Name, err)
-	}
-	return nil
-}
-
-// waitReady waits until crd is established, its names accepted, and every
-// served version discoverable and listable.
-func waitReady(ctx context.Context, client apiextensionsclient.CustomResourceDefinitionInterface, disco discovery.DiscoveryInterface, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	var served []string
-	for _, v := range crd.Spec.Versions {
-		if v.Served {
-			served = append(served, crd.Spec.Group+"/"+v.Name)
-		}
-	}
-	plural := crd.Spec.Names.Plural
-	check := func(ctx context.Context) (string, error) {
-		got, err := client.Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return "", err
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
-				return "", permanent{fmt.Errorf("its names are not accepted: %s: %s", c.Reason, c.Message)}
-			}
-		}
-		if !conditionTrue(got, apiextensionsv1.Established) || !conditionTrue(got, apiextensionsv1.NamesAccepted) {
-			return fmt.Sprintf("not established yet (conditions: %s)", describeConditions(got)), nil
-		}
-		if got.Status.AcceptedNames.Plural != plural || got.Status.AcceptedNames.Kind != crd.Spec.Names.Kind {
-			return fmt.Sprintf("its accepted names are still %s/%s", got.Status.AcceptedNames.Plural, got.Status.AcceptedNames.Kind), nil
-		}
-		for _, gv := range served {
-			resources, err := disco.ServerResourcesForGroupVersion(gv)
-			if err != nil {
-				return fmt.Sprintf("discovery of %s: %v", gv, err), nil
-			}
-			if !slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == plural }) {
-				return fmt.Sprintf("discovery of %s does not list %s yet", gv, plural), nil
-			}
-			// The resource's handler may lag behind discovery: list once.
-			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: strings.TrimPrefix(gv, crd.Spec.Group+"/"), Resource: plural}
-			if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-				return fmt.Sprintf("listing %s: %v", gvr, err), nil
-			}
-		}
-		return "", nil
-	}
-	if err := poll(ctx, check); err != nil {
-		return fmt.Errorf("testenv: installing CRD %s: %w", crd.Name, err)
-	}
-	return nil
-}
-
 // permanent marks an error of a poll's check that no retry will mend.
 type permanent struct{ error }
 
@@ -338,29 +240,6 @@ func poll(ctx context.Context, check func(context.Context) (string, error)) erro
 		case <-ticker.C:
 		}
 	}
-}
-
-func conditionTrue(crd *apiextensionsv1.CustomResourceDefinition, t apiextensionsv1.CustomResourceDefinitionConditionType) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == t {
-			return c.Status == apiextensionsv1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func describeConditions(crd *apiextensionsv1.CustomResourceDefinition) string {
-	if len(crd.Status.Conditions) == 0 {
-		return "none"
-	}
-	parts := make([]string, len(crd.Status.Conditions))
-	for i, c := range crd.Status.Conditions {
-		parts[i] = fmt.Sprintf("%s=%s", c.Type, c.Status)
-		if c.Reason != "" {
-			parts[i] += " (" + c.Reason + ")"
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 func crdNames(crds []*apiextensionsv1.CustomResourceDefinition) []string {
