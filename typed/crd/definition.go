@@ -217,7 +217,8 @@ func (v *Version) build(g *generator) (apiextensionsv1.CustomResourceDefinitionV
 	if v.typeErr != nil {
 		return cv, v.typeErr
 	}
-	root, err := g.schema(v.goType, v.goType.Name(), fieldInfo{})
+	rootName, _, _ := strings.Cut(v.goType.Name(), "[") // a generic type's arguments would drown the path
+	root, err := g.schema(v.goType, rootName, fieldInfo{})
 	if err != nil {
 		return cv, err
 	}

@@ -65,7 +65,36 @@ func (s *serverSchemas) schemaOf(t reflect.Type) (apiextensionsv1.JSONSchemaProp
 	if err != nil {
 		return schema, err
 	}
-	return *schema.DeepCopy(), nil // callers change what they get
+	out := *schema.DeepCopy() // callers change what they get
+	stripZeroDefaults(&out, nil)
+	return out, nil
+}
+
+// stripZeroDefaults removes the defaults that are Go's zero value ("", 0,
+// false), except on the optional keys of list maps (keys names them), whose
+// items the server requires to have each key or a default for it. The server's
+// document gives many fields their zero value as a default, which in a CRD
+// would fill in a missing required field (a container without a name would
+// get "" and pass) or contradict the field's enum.
+func stripZeroDefaults(s *apiextensionsv1.JSONSchemaProps, keys []string) {
+	for name, p := range s.Properties {
+		// A list map's item needs each key or a default for it: a required
+		// key needs none, and a default would make a missing one pass.
+		if p.Default != nil && (!slices.Contains(keys, name) || slices.Contains(s.Required, name)) {
+			switch string(p.Default.Raw) {
+			case `""`, "0", "false":
+				p.Default = nil
+			}
+		}
+		stripZeroDefaults(&p, nil)
+		s.Properties[name] = p
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		stripZeroDefaults(s.Items.Schema, s.XListMapKeys)
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		stripZeroDefaults(s.AdditionalProperties.Schema, nil)
+	}
 }
 
 func (s *serverSchemas) definition(name, hint string) (apiextensionsv1.JSONSchemaProps, error) {
@@ -184,9 +213,7 @@ func (s *serverSchemas) convert(node map[string]any) (apiextensionsv1.JSONSchema
 		if d := str("description"); d != "" {
 			out.Description = d
 		}
-		if def, ok := node["default"]; ok && scalar(def) {
-			out.Default = &apiextensionsv1.JSON{Raw: mustJSON(def)}
-		}
+		setDefault(&out, node["default"])
 		return out, nil
 	}
 	if str("format") == "int-or-string" {
@@ -199,9 +226,6 @@ func (s *serverSchemas) convert(node map[string]any) (apiextensionsv1.JSONSchema
 		for _, e := range enum {
 			out.Enum = append(out.Enum, apiextensionsv1.JSON{Raw: mustJSON(e)})
 		}
-	}
-	if def, ok := node["default"]; ok && scalar(def) {
-		out.Default = &apiextensionsv1.JSON{Raw: mustJSON(def)}
 	}
 	for _, k := range []string{"minimum", "maximum"} {
 		if f, ok := node[k].(float64); ok {
@@ -273,6 +297,7 @@ func (s *serverSchemas) convert(node map[string]any) (apiextensionsv1.JSONSchema
 	if b, _ := node["x-kubernetes-embedded-resource"].(bool); b {
 		out.XEmbeddedResource = true
 	}
+	setDefault(&out, node["default"])
 	if b, _ := node["x-kubernetes-int-or-string"].(bool); b {
 		return intOrString(), nil
 	}
@@ -286,12 +311,18 @@ func (s *serverSchemas) convert(node map[string]any) (apiextensionsv1.JSONSchema
 	return out, nil
 }
 
-func scalar(v any) bool {
-	switch v.(type) {
+// setDefault keeps a scalar default of the server's schema that fits the
+// enum (stripZeroDefaults then removes most of Go's zero values).
+func setDefault(s *apiextensionsv1.JSONSchemaProps, def any) {
+	switch def.(type) {
 	case string, float64, bool:
-		return true
+	default:
+		return
 	}
-	return false
+	raw := mustJSON(def)
+	if validate(s, raw, "") == nil {
+		s.Default = &apiextensionsv1.JSON{Raw: raw}
+	}
 }
 
 func mustJSON(v any) []byte {
