@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -157,7 +157,7 @@ func TestStructFieldsFollowEncodingJSON(t *testing.T) {
 		"required": str, "omitEmpty": str, "omitZero": str, "pointer": str, "NoTag": str,
 		"quoted":       str, // ,string: encoding/json quotes the number
 		"fromEmbedded": str, "fromPointer": str, "fromInline": str,
-		"named": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"fromEmbedded": str, "shadowed": int32s}, Required: []string{"fromEmbedded", "shadowed"}},
+		"named":     {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"fromEmbedded": str, "shadowed": int32s}, Required: []string{"fromEmbedded", "shadowed"}},
 		"shadowed":  str, // the shallower field hides the embedded one
 		"embedded2": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"x": str}, Required: []string{"x"}},
 	}, Required: []string{"required", "NoTag", "quoted", "fromEmbedded", "fromPointer", "shadowed", "embedded2"}}
