@@ -1,0 +1,128 @@
+//go:build unix
+
+package crd_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/typedinformer/typedinformer/typed/crd"
+	"github.com/typedinformer/typedinformer/typed/testenv"
+)
+
+// TestTwoVersionsAndTheScaleSubresourceOnARealServer installs a Definition
+// with two versions (v1alpha1 served, v1 served and stored) and the scale
+// subresource on kube-apiserver: an object created in one version is read in
+// the other, its /scale reads spec and status replicas and the selector, and
+// a write to /scale changes spec.replicas; a second Install of the same CRD
+// (an upgrade) succeeds; names another CRD holds are ErrNamesNotAccepted.
+func TestTwoVersionsAndTheScaleSubresourceOnARealServer(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ext := apiextensionsclient.NewForConfigOrDie(env.AdminConfig())
+	dyn := dynamic.NewForConfigOrDie(env.AdminConfig())
+	def := &crd.Definition{Group: "scale.example.com", Kind: "Thing", ShortNames: []string{"th"}, Versions: []crd.Version{
+		crd.VersionOf[*thing]("v1alpha1", crd.Deprecated("")),
+		crd.VersionOf[*thing]("v1", crd.Storage(), crd.Scale(".spec.replicas", ".status.replicas", ".status.selector"),
+			crd.Column("Replicas", ".spec.replicas", 0)),
+	}}
+	c, err := def.BuildFromServer(ctx, ext.Discovery().OpenAPIV3())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crd.Install(ctx, ext, c); err != nil {
+		t.Fatal(err)
+	}
+	gvr := func(v string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: "scale.example.com", Version: v, Resource: "things"}
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "scale.example.com/v1alpha1", "kind": "Thing",
+		"metadata": map[string]any{"name": "a", "namespace": "default"},
+		"spec":     map[string]any{"name": "a", "replicas": int64(1)},
+	}}
+	if _, err := dyn.Resource(gvr("v1alpha1")).Namespace("default").Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a Thing in v1alpha1: %v", err)
+	}
+	got, err := dyn.Resource(gvr("v1")).Namespace("default").Get(ctx, "a", metav1.GetOptions{})
+	if err != nil || got.GetAPIVersion() != "scale.example.com/v1" {
+		t.Fatalf("reading it in v1: %v, %v", got, err)
+	}
+	status := map[string]any{"replicas": int64(1), "selector": "app=a"}
+	if err := unstructured.SetNestedMap(got.Object, status, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(gvr("v1")).Namespace("default").UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("writing its status: %v", err)
+	}
+
+	rc := ext.ApiextensionsV1().RESTClient()
+	scalePath := "/apis/scale.example.com/v1/namespaces/default/things/a/scale"
+	var scale autoscalingv1.Scale
+	raw, err := rc.Get().AbsPath(scalePath).DoRaw(ctx)
+	if err == nil {
+		err = decode(raw, &scale)
+	}
+	if err != nil || scale.Spec.Replicas != 1 || scale.Status.Replicas != 1 || scale.Status.Selector != "app=a" {
+		t.Fatalf("GET /scale: %+v, %v; want spec and status replicas 1, selector app=a", scale, err)
+	}
+	scale.Spec.Replicas = 3
+	body, err := runtimeEncode(&scale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Put().AbsPath(scalePath).Body(body).SetHeader("Content-Type", "application/json").DoRaw(ctx); err != nil {
+		t.Fatalf("PUT /scale: %v", err)
+	}
+	got, err = dyn.Resource(gvr("v1")).Namespace("default").Get(ctx, "a", metav1.GetOptions{})
+	if r, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas"); err != nil || r != 3 {
+		t.Errorf("spec.replicas after scaling to 3: %d, %v", r, err)
+	}
+
+	t.Run("installing it again upgrades it in place", func(t *testing.T) {
+		def.ShortNames = []string{"th", "thg"}
+		c2, err := def.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := crd.Install(ctx, ext, c2); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, c2.Name, metav1.GetOptions{})
+		if err != nil || len(got.Spec.Names.ShortNames) != 2 {
+			t.Errorf("the upgraded CRD: %v, %v; want two short names", got.Spec.Names.ShortNames, err)
+		}
+	})
+	t.Run("a kind another CRD of the group holds is ErrNamesNotAccepted", func(t *testing.T) {
+		clash := &crd.Definition{Group: "scale.example.com", Kind: "Thing", Plural: "otherthings", Versions: []crd.Version{crd.VersionOf[*thing]("v1", crd.Storage())}}
+		c3, err := clash.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := crd.Install(ctx, ext, c3); !errors.Is(err, crd.ErrNamesNotAccepted) {
+			t.Errorf("Install: %v; want ErrNamesNotAccepted", err)
+		}
+	})
+}
+
+func decode(raw []byte, scale *autoscalingv1.Scale) error {
+	_, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, scale)
+	return err
+}
+
+func runtimeEncode(scale *autoscalingv1.Scale) ([]byte, error) {
+	scale.APIVersion, scale.Kind = "autoscaling/v1", "Scale"
+	return json.Marshal(scale)
+}
