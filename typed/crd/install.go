@@ -176,3 +176,22 @@ func describeConditions(crd *apiextensionsv1.CustomResourceDefinition) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// InstallDefinitions builds each Definition with the schemas of embedded
+// Kubernetes API types from client's server (Definition.BuildFromServer), so
+// the CRDs refuse what the server refuses in built-in objects, and installs
+// them as Install does. Nothing is installed if one does not build.
+func InstallDefinitions(ctx context.Context, client apiextensionsclient.Interface, defs ...*Definition) error {
+	if client == nil {
+		return fmt.Errorf("%w: nil client", ErrInvalidDefinition)
+	}
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(defs))
+	for _, d := range defs {
+		c, err := d.BuildFromServer(ctx, client.Discovery().OpenAPIV3())
+		if err != nil {
+			return err
+		}
+		crds = append(crds, c)
+	}
+	return Install(ctx, client, crds...)
+}

@@ -2,6 +2,7 @@ package crd
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -130,7 +131,7 @@ func (g *generator) schema(t reflect.Type, path string, info fieldInfo) (apiexte
 	if g.server != nil && isKubernetesAPIType(t) {
 		s, err := g.server.schemaOf(t)
 		if err != nil {
-			return s, &TypeError{Path: path, Type: t, Reason: err.Error()}
+			return s, fmt.Errorf("crd: %s (%v): %w", path, t, err)
 		}
 		return s, nil
 	}
