@@ -167,10 +167,23 @@ func TestBuildFromServerInlinesTheServersSchemaOfBuiltInTypes(t *testing.T) {
 	if !hasQuantity {
 		t.Errorf("resource limits: %+v, want quantities as int-or-string with a pattern", limits.AdditionalProperties.Schema)
 	}
-	t.Run("a server without the type's definition is ErrSchemaSource", func(t *testing.T) {
-		_, err := d.BuildFromServer(context.Background(), emptyOpenAPI{})
-		if !errors.Is(err, crd.ErrSchemaSource) || !strings.Contains(err.Error(), "object.Spec.Job") {
-			t.Errorf("BuildFromServer: %v; want ErrSchemaSource naming object.Spec.Job", err)
+	t.Run("a type the server does not publish is reflected", func(t *testing.T) {
+		fromServer, err := d.BuildFromServer(context.Background(), fakeOpenAPI{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reflected, err := d.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(reflected, fromServer); diff != "" {
+			t.Errorf("(-reflected +from a server without documents):\n%s", diff)
+		}
+	})
+	t.Run("a server whose documents cannot be read is ErrSchemaSource naming the field", func(t *testing.T) {
+		_, err := d.BuildFromServer(context.Background(), fakeOpenAPI{err: errors.New("connection refused")})
+		if !errors.Is(err, crd.ErrSchemaSource) || !strings.Contains(err.Error(), "object.Spec.Job") || !strings.Contains(err.Error(), "connection refused") {
+			t.Errorf("BuildFromServer: %v; want ErrSchemaSource naming object.Spec.Job and the cause", err)
 		}
 	})
 	t.Run("a nil client is ErrSchemaSource", func(t *testing.T) {
@@ -180,6 +193,8 @@ func TestBuildFromServerInlinesTheServersSchemaOfBuiltInTypes(t *testing.T) {
 	})
 }
 
-type emptyOpenAPI struct{}
+// fakeOpenAPI is a server with no OpenAPI documents, or whose documents
+// cannot be listed.
+type fakeOpenAPI struct{ err error }
 
-func (emptyOpenAPI) Paths() (map[string]openapi.GroupVersion, error) { return nil, nil }
+func (f fakeOpenAPI) Paths() (map[string]openapi.GroupVersion, error) { return nil, f.err }

@@ -32,6 +32,10 @@ type Embedded3 struct{ Same string }
 
 type Embedded4 struct{ Same string }
 
+type level int
+
+func (level) EnumValues() []string { return []string{"low"} }
+
 type marshals struct{}
 
 func (marshals) MarshalJSON() ([]byte, error) { return []byte("1"), nil }
@@ -64,6 +68,7 @@ func TestGoTypesWithNoSchemaAreErrorsNamingTheField(t *testing.T) {
 		}, "object.Spec.E", "inline"},
 		{"two embedded fields of one name at one depth", func() (*apiextensionsv1.CustomResourceDefinition, error) { return build[bothEmbedded]() }, "object.Spec.Embedded4.Same", "same depth"},
 		{"custom JSON without a Schemer", func() (*apiextensionsv1.CustomResourceDefinition, error) { return build[value[marshals]]() }, "object.Spec.V", "crd.Schemer"},
+		{"an int type with string EnumValues", func() (*apiextensionsv1.CustomResourceDefinition, error) { return build[value[level]]() }, "object.Spec.V", "EnumValues"},
 		{"a custom resource that is not a struct", func() (*apiextensionsv1.CustomResourceDefinition, error) {
 			return (&crd.Definition{Group: "g.example.com", Kind: "K", Versions: []crd.Version{crd.VersionOf[notAStruct]("v1", crd.Storage())}}).Build()
 		}, "crd_test.notAStruct", "must be a struct"},

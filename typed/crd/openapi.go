@@ -3,6 +3,7 @@ package crd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -149,7 +150,7 @@ func (s *serverSchemas) find(name, hint string) (map[string]any, error) {
 			return node, err
 		}
 	}
-	return nil, fmt.Errorf("%w: the server's OpenAPI v3 documents have no %s", ErrSchemaSource, name)
+	return nil, fmt.Errorf("%w %s", errNoDefinition, name)
 }
 
 // lookIn returns the named definition of one document, reading it first.
@@ -180,6 +181,12 @@ func (s *serverSchemas) lookIn(path, name string) (map[string]any, error) {
 
 const refPrefix = "#/components/schemas/"
 
+// errNoDefinition: no document of the server defines the type. A Go type
+// the server does not publish (an API machinery type no built-in API uses)
+// is then reflected; a reference inside a document that does not resolve is
+// an error.
+var errNoDefinition = errors.New("the server's OpenAPI v3 documents have no definition of")
+
 // convert turns an OpenAPI v3 schema of the server into a structural schema
 // for a CRD: references and single allOf wrappers resolved, the fields a CRD
 // schema does not have dropped (patch strategies, unions), object defaults
@@ -199,6 +206,9 @@ func (s *serverSchemas) convert(node map[string]any) (apiextensionsv1.JSONSchema
 		if ref, ok := base["$ref"].(string); ok {
 			name := strings.TrimPrefix(ref, refPrefix)
 			d, err := s.definition(name, "")
+			if errors.Is(err, errNoDefinition) {
+				return out, fmt.Errorf("%w: a reference that does not resolve: %v", ErrSchemaSource, err)
+			}
 			if err != nil {
 				return out, err
 			}

@@ -2,6 +2,7 @@ package crd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -130,18 +131,25 @@ func (g *generator) schema(t reflect.Type, path string, info fieldInfo) (apiexte
 	}
 	if g.server != nil && isKubernetesAPIType(t) {
 		s, err := g.server.schemaOf(t)
-		if err != nil {
+		switch {
+		case err == nil:
+			return s, nil
+		case !errors.Is(err, errNoDefinition): // a type the server does not publish is reflected
 			return s, fmt.Errorf("crd: %s (%v): %w", path, t, err)
 		}
-		return s, nil
 	}
 	s, err := g.kindSchema(t, path, info)
 	if err != nil {
 		return s, err
 	}
 	if e, ok := implemented[Enumerated](t, typeEnumerated); ok {
+		plain := s
 		for _, v := range e.EnumValues() {
-			s.Enum = append(s.Enum, jsonValue(v))
+			raw := jsonValue(v)
+			if err := validate(&plain, raw.Raw, ""); err != nil {
+				return s, &TypeError{Path: path, Type: t, Reason: "its EnumValues do not fit its schema: " + err.Error()}
+			}
+			s.Enum = append(s.Enum, raw)
 		}
 	}
 	if v, ok := implemented[Validated](t, typeValidated); ok {
