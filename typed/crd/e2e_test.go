@@ -38,11 +38,7 @@ func TestTwoVersionsAndTheScaleSubresourceOnARealServer(t *testing.T) {
 		crd.VersionOf[*thing]("v1", crd.Storage(), crd.Scale(".spec.replicas", ".status.replicas", ".status.selector"),
 			crd.Column("Replicas", ".spec.replicas", 0)),
 	}}
-	c, err := def.BuildFromServer(ctx, ext.Discovery().OpenAPIV3())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crd.Install(ctx, ext, c); err != nil {
+	if err := crd.InstallDefinitions(ctx, ext, def); err != nil { // built from the server's OpenAPI
 		t.Fatal(err)
 	}
 	gvr := func(v string) schema.GroupVersionResource {

@@ -185,9 +185,15 @@ func InstallDefinitions(ctx context.Context, client apiextensionsclient.Interfac
 	if client == nil {
 		return fmt.Errorf("%w: nil client", ErrInvalidDefinition)
 	}
+	for _, d := range defs {
+		if _, err := d.Build(); err != nil {
+			return err // said offline, before asking the server anything
+		}
+	}
+	openAPI := client.Discovery().OpenAPIV3()
 	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(defs))
 	for _, d := range defs {
-		c, err := d.BuildFromServer(ctx, client.Discovery().OpenAPIV3())
+		c, err := d.BuildFromServer(ctx, openAPI)
 		if err != nil {
 			return err
 		}
