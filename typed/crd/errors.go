@@ -45,6 +45,7 @@ type TypeError struct {
 	Reason string
 }
 
+// Error says the Go field path, the type and why it has no schema.
 func (e *TypeError) Error() string {
 	return fmt.Sprintf("crd: %s (%v): %s", e.Path, e.Type, e.Reason)
 }
@@ -63,10 +64,12 @@ type PathError struct {
 	Err error
 }
 
+// Error says the version, the JSON path and what is wrong there.
 func (e *PathError) Error() string {
 	return fmt.Sprintf("crd: version %s, %s: %v", e.Version, e.Path, e.Err)
 }
 
+// Unwrap returns Err, so that errors.Is matches ErrUnknownPath or ErrInvalidValue.
 func (e *PathError) Unwrap() error { return e.Err }
 
 // invalid returns an error wrapping ErrInvalidValue with a message.
