@@ -145,7 +145,7 @@ func (d *Definition) Build() (*apiextensionsv1.CustomResourceDefinition, error) 
 // template's unknown restartPolicy, say). It fails with ErrSchemaSource when
 // the server does not publish a type's schema.
 func (d *Definition) BuildFromServer(ctx context.Context, client openapi.Client) (*apiextensionsv1.CustomResourceDefinition, error) {
-	if client == nil {
+	if isNil(client) {
 		return nil, fmt.Errorf("%w: nil OpenAPI client", ErrSchemaSource)
 	}
 	return d.build(&generator{server: newServerSchemas(ctx, client)})

@@ -121,7 +121,10 @@ func TestWriteYAMLWritesWhatKubectlApplyReads(t *testing.T) {
 		t.Errorf("read back (-written +read):\n%s", diff)
 	}
 	if err := crd.WriteYAML(&buf, nil); !errors.Is(err, crd.ErrInvalidDefinition) {
-		t.Errorf("WriteYAML(nil): %v, want ErrInvalidDefinition", err)
+		t.Errorf("WriteYAML of a nil CRD: %v, want ErrInvalidDefinition", err)
+	}
+	if err := crd.WriteYAML((*bytes.Buffer)(nil), a); !errors.Is(err, crd.ErrInvalidDefinition) {
+		t.Errorf("WriteYAML to a typed nil writer: %v, want ErrInvalidDefinition", err)
 	}
 }
 
@@ -186,9 +189,12 @@ func TestBuildFromServerInlinesTheServersSchemaOfBuiltInTypes(t *testing.T) {
 			t.Errorf("BuildFromServer: %v; want ErrSchemaSource naming object.Spec.Job and the cause", err)
 		}
 	})
-	t.Run("a nil client is ErrSchemaSource", func(t *testing.T) {
+	t.Run("a nil or typed nil client is ErrSchemaSource", func(t *testing.T) {
 		if _, err := d.BuildFromServer(context.Background(), nil); !errors.Is(err, crd.ErrSchemaSource) {
 			t.Errorf("BuildFromServer(nil): %v; want ErrSchemaSource", err)
+		}
+		if _, err := d.BuildFromServer(context.Background(), (*fakeOpenAPI)(nil)); !errors.Is(err, crd.ErrSchemaSource) {
+			t.Errorf("BuildFromServer(typed nil): %v; want ErrSchemaSource", err)
 		}
 	})
 }

@@ -35,7 +35,7 @@ const installPoll = 50 * time.Millisecond
 // the server's message, such as a plural already taken), or the condition
 // that did not hold in time (ctx, or InstallTimeout for each CRD).
 func Install(ctx context.Context, client apiextensionsclient.Interface, crds ...*apiextensionsv1.CustomResourceDefinition) error {
-	if client == nil {
+	if isNil(client) {
 		return fmt.Errorf("%w: nil client", ErrInvalidDefinition)
 	}
 	for i, crd := range crds {
@@ -182,7 +182,7 @@ func describeConditions(crd *apiextensionsv1.CustomResourceDefinition) string {
 // the CRDs refuse what the server refuses in built-in objects, and installs
 // them as Install does. Nothing is installed if one does not build.
 func InstallDefinitions(ctx context.Context, client apiextensionsclient.Interface, defs ...*Definition) error {
-	if client == nil {
+	if isNil(client) {
 		return fmt.Errorf("%w: nil client", ErrInvalidDefinition)
 	}
 	for _, d := range defs {

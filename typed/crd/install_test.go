@@ -22,6 +22,9 @@ func TestInstallRefusesNilInputBeforeWritingAnything(t *testing.T) {
 	if err := crd.InstallDefinitions(context.Background(), nil); !errors.Is(err, crd.ErrInvalidDefinition) {
 		t.Errorf("InstallDefinitions with a nil client: %v, want ErrInvalidDefinition", err)
 	}
+	if err := crd.Install(context.Background(), (*fake.Clientset)(nil), c); !errors.Is(err, crd.ErrInvalidDefinition) {
+		t.Errorf("Install with a typed nil client: %v, want ErrInvalidDefinition", err)
+	}
 	client := fake.NewClientset()
 	if err := crd.Install(context.Background(), client, c, nil); !errors.Is(err, crd.ErrInvalidDefinition) {
 		t.Errorf("Install of a nil CRD: %v, want ErrInvalidDefinition", err)

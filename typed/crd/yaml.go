@@ -13,6 +13,9 @@ import (
 // "kubectl apply -f" takes: with apiVersion and kind, without status or
 // other fields the server sets. The values are not modified.
 func WriteYAML(w io.Writer, crds ...*apiextensionsv1.CustomResourceDefinition) error {
+	if isNil(w) {
+		return fmt.Errorf("%w: nil writer", ErrInvalidDefinition)
+	}
 	for i, crd := range crds {
 		if crd == nil {
 			return fmt.Errorf("%w: CRD %d of %d is nil", ErrInvalidDefinition, i+1, len(crds))
