@@ -9,11 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 
@@ -21,13 +26,14 @@ import (
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
-// TestTwoVersionsAndTheScaleSubresourceOnARealServer installs a Definition
-// with two versions (v1alpha1 served, v1 served and stored) and the scale
-// subresource on kube-apiserver: an object created in one version is read in
-// the other, its /scale reads spec and status replicas and the selector, and
-// a write to /scale changes spec.replicas; a second Install of the same CRD
-// (an upgrade) succeeds; names another CRD holds are ErrNamesNotAccepted.
-func TestTwoVersionsAndTheScaleSubresourceOnARealServer(t *testing.T) {
+// TestDefinitionsOnARealServer installs a Definition with two versions
+// (v1alpha1 served, v1 served and stored) and the scale subresource on
+// kube-apiserver: an object created in one version is read in the other, its
+// /scale reads spec and status replicas and the selector, and a write to
+// /scale changes spec.replicas. Then: the schemas of every Go type kind are
+// accepted and keep what is written; a second Install of the same CRD (an
+// upgrade) succeeds; names another CRD holds are ErrNamesNotAccepted.
+func TestDefinitionsOnARealServer(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -87,6 +93,30 @@ func TestTwoVersionsAndTheScaleSubresourceOnARealServer(t *testing.T) {
 		t.Errorf("spec.replicas after scaling to 3: %d, %v", r, err)
 	}
 
+	t.Run("the schema of every Go type kind is accepted, and an object using each is stored as written", func(t *testing.T) {
+		d := &crd.Definition{Group: "kinds.example.com", Kind: "Kinds", Plural: "kinds", Versions: []crd.Version{crd.VersionOf[*object[allKinds]]("v1", crd.Storage())}}
+		if err := crd.InstallDefinitions(ctx, ext, d); err != nil {
+			t.Fatal(err)
+		}
+		spec := map[string]any{
+			"s": "x", "b": true, "i32": int64(-1), "i64": int64(1) << 40, "f": 1.5, "bytes": "aGk=", "list": []any{"a"}, "arr": []any{int64(1), int64(2)},
+			"m": map[string]any{"k": int64(1)}, "time": "2026-01-02T03:04:05Z", "micro": "2026-01-02T03:04:05.000006Z", "dur": "1m0s",
+			"qty": "500m", "qtyInt": int64(2), "ios": "50%", "iosInt": int64(8), "raw": map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "anything": map[string]any{"x": int64(1)}},
+			"json": []any{"any", int64(1)}, "rawMsg": "str",
+			"meta": map[string]any{"name": "n", "labels": map[string]any{"a": "b"}, "annotations": map[string]any{"c": "d"}},
+			"ptr":  "p", "inner": map[string]any{"x": "y"},
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kinds.example.com/v1", "kind": "Kinds",
+			"metadata": map[string]any{"name": "all", "namespace": "default"}, "spec": spec}}
+		gvr := schema.GroupVersionResource{Group: "kinds.example.com", Version: "v1", Resource: "kinds"}
+		created, err := dyn.Resource(gvr).Namespace("default").Create(ctx, obj, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(spec, created.Object["spec"]); diff != "" {
+			t.Errorf("stored spec (-written +stored: nothing pruned, nothing defaulted):\n%s", diff)
+		}
+	})
 	t.Run("installing it again upgrades it in place", func(t *testing.T) {
 		def.ShortNames = []string{"th", "thg"}
 		c2, err := def.Build()
@@ -111,6 +141,35 @@ func TestTwoVersionsAndTheScaleSubresourceOnARealServer(t *testing.T) {
 			t.Errorf("Install: %v; want ErrNamesNotAccepted", err)
 		}
 	})
+}
+
+// allKinds has a field of each Go type kind and known type the package has
+// a schema for.
+type allKinds struct {
+	S      string               `json:"s"`
+	B      bool                 `json:"b"`
+	I32    int32                `json:"i32"`
+	I64    int64                `json:"i64"`
+	F      float64              `json:"f"`
+	Bytes  []byte               `json:"bytes"`
+	List   []string             `json:"list"`
+	Arr    [2]int32             `json:"arr"`
+	M      map[string]int64     `json:"m"`
+	Time   metav1.Time          `json:"time"`
+	Micro  metav1.MicroTime     `json:"micro"`
+	Dur    metav1.Duration      `json:"dur"`
+	Qty    resource.Quantity    `json:"qty"`
+	QtyInt resource.Quantity    `json:"qtyInt"`
+	IOS    intstr.IntOrString   `json:"ios"`
+	IOSInt intstr.IntOrString   `json:"iosInt"`
+	Raw    runtime.RawExtension `json:"raw"`
+	JSON   apiextensionsv1.JSON `json:"json"`
+	RawMsg json.RawMessage      `json:"rawMsg"`
+	Meta   metav1.ObjectMeta    `json:"meta"`
+	Ptr    *string              `json:"ptr,omitempty"`
+	Inner  struct {
+		X string `json:"x"`
+	} `json:"inner"`
 }
 
 func decode(raw []byte, scale *autoscalingv1.Scale) error {
