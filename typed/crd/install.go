@@ -190,10 +190,11 @@ func InstallDefinitions(ctx context.Context, client apiextensionsclient.Interfac
 			return err // said offline, before asking the server anything
 		}
 	}
-	openAPI := client.Discovery().OpenAPIV3()
+	// One reader of the server's documents for all: each is fetched once.
+	server := newServerSchemas(ctx, client.Discovery().OpenAPIV3())
 	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(defs))
 	for _, d := range defs {
-		c, err := d.BuildFromServer(ctx, openAPI)
+		c, err := d.build(&generator{server: server})
 		if err != nil {
 			return err
 		}
