@@ -127,7 +127,8 @@ func (g *generator) schema(t reflect.Type, path string, info fieldInfo) (apiexte
 		return s, nil
 	}
 	if s, ok := implemented[Schemer](t, typeSchemer); ok {
-		return s.CRDSchema(), nil
+		own := s.CRDSchema()
+		return *own.DeepCopy(), nil // options change it; the type's own stays as it is
 	}
 	if g.server != nil && isKubernetesAPIType(t) {
 		s, err := g.server.schemaOf(t)
@@ -240,7 +241,7 @@ func (g *generator) structSchema(t reflect.Type, path string) (apiextensionsv1.J
 	g.stack = append(g.stack, t)
 	defer func() { g.stack = g.stack[:len(g.stack)-1] }()
 	s := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
-	if err := g.addFields(&s, t, path, 0, map[string]int{}); err != nil {
+	if err := g.addFields(&s, t, path, 0, map[string]int{}, false); err != nil {
 		return s, err
 	}
 	if len(s.Properties) == 0 && t.NumField() > 0 {
@@ -251,8 +252,10 @@ func (g *generator) structSchema(t reflect.Type, path string) (apiextensionsv1.J
 
 // addFields adds t's JSON fields to s, inlining embedded structs as
 // encoding/json does; depth is the embedding depth and depths the depth at
-// which each property was found: a shallower field hides a deeper one.
-func (g *generator) addFields(s *apiextensionsv1.JSONSchemaProps, t reflect.Type, path string, depth int, depths map[string]int) error {
+// which each property was found: a shallower field hides a deeper one. The
+// fields of a struct embedded through a pointer are optional: a nil pointer
+// writes none of them.
+func (g *generator) addFields(s *apiextensionsv1.JSONSchemaProps, t reflect.Type, path string, depth int, depths map[string]int, optional bool) error {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -272,7 +275,7 @@ func (g *generator) addFields(s *apiextensionsv1.JSONSchemaProps, t reflect.Type
 				}
 				continue
 			}
-			if err := g.addFields(s, ft, fpath, depth+1, depths); err != nil {
+			if err := g.addFields(s, ft, fpath, depth+1, depths, optional || f.Type.Kind() == reflect.Pointer); err != nil {
 				return err
 			}
 			continue
@@ -300,7 +303,7 @@ func (g *generator) addFields(s *apiextensionsv1.JSONSchemaProps, t reflect.Type
 				fs = apiextensionsv1.JSONSchemaProps{Type: "string"} // encoding/json quotes it
 			}
 		}
-		optional := f.Type.Kind() == reflect.Pointer || strings.Contains(","+opts+",", ",omitempty,") || strings.Contains(","+opts+",", ",omitzero,")
+		optional := optional || f.Type.Kind() == reflect.Pointer || strings.Contains(","+opts+",", ",omitempty,") || strings.Contains(","+opts+",", ",omitzero,")
 		if err := g.addProperty(s, name, fs, !optional, depth, depths); err != nil {
 			return &TypeError{Path: fpath, Type: f.Type, Reason: err.Error()}
 		}
