@@ -227,6 +227,19 @@ func (v *Version) build(g *generator) (apiextensionsv1.CustomResourceDefinitionV
 		root.Properties["metadata"] = apiextensionsv1.JSONSchemaProps{Type: "object"}
 	}
 	for _, f := range v.fields {
+		// The server lets a CRD constrain these two of metadata's fields, and no other.
+		for _, p := range []string{"name", "generateName"} {
+			if _, ok := root.Properties["metadata"]; ok && (f.path == ".metadata."+p) {
+				meta := root.Properties["metadata"]
+				if meta.Properties == nil {
+					meta.Properties = map[string]apiextensionsv1.JSONSchemaProps{}
+				}
+				if _, ok := meta.Properties[p]; !ok {
+					meta.Properties[p] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+				}
+				root.Properties["metadata"] = meta
+			}
+		}
 		if err := f.apply(&root); err != nil {
 			return cv, &PathError{Version: v.name, Path: f.path, Err: err}
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,7 +44,9 @@ func TestDefinitionsOnARealServer(t *testing.T) {
 	def := &crd.Definition{Group: "scale.example.com", Kind: "Thing", ShortNames: []string{"th"}, Versions: []crd.Version{
 		crd.VersionOf[*thing]("v1alpha1", crd.Deprecated("")),
 		crd.VersionOf[*thing]("v1", crd.Storage(), crd.Scale(".spec.replicas", ".status.replicas", ".status.selector"),
-			crd.Column("Replicas", ".spec.replicas", 0)),
+			crd.Column("Replicas", ".spec.replicas", 0),
+			crd.Field(".metadata.name", crd.MaxLength(10)),
+			crd.Field(".", crd.Rule("!has(self.spec.replicas) || self.spec.replicas <= 5 || self.spec.name == 'big'", "only a big thing has more than 5 replicas"))),
 	}}
 	if err := crd.InstallDefinitions(ctx, ext, def); err != nil { // built from the server's OpenAPI
 		t.Fatal(err)
@@ -93,6 +97,20 @@ func TestDefinitionsOnARealServer(t *testing.T) {
 		t.Errorf("spec.replicas after scaling to 3: %d, %v", r, err)
 	}
 
+	t.Run("a CEL rule at the root and a constraint on metadata.name refuse what they say", func(t *testing.T) {
+		for name, want := range map[string]string{"b": "only a big thing has more than 5 replicas", "a-very-long-name": "metadata.name"} {
+			obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scale.example.com/v1", "kind": "Thing",
+				"metadata": map[string]any{"name": name, "namespace": "default"},
+				"spec":     map[string]any{"name": "small", "replicas": int64(6)}}}
+			if name != "b" {
+				obj.Object["spec"] = map[string]any{"name": "small", "replicas": int64(1)}
+			}
+			_, err := dyn.Resource(gvr("v1")).Namespace("default").Create(ctx, obj, metav1.CreateOptions{})
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+				t.Errorf("creating %s: %v; want Invalid saying %q", name, err, want)
+			}
+		}
+	})
 	t.Run("the schema of every Go type kind is accepted, and an object using each is stored as written", func(t *testing.T) {
 		d := &crd.Definition{Group: "kinds.example.com", Kind: "Kinds", Plural: "kinds", Versions: []crd.Version{crd.VersionOf[*object[allKinds]]("v1", crd.Storage())}}
 		if err := crd.InstallDefinitions(ctx, ext, d); err != nil {

@@ -142,6 +142,7 @@ func TestOptionsThatDoNotFitTheSchemaAreErrors(t *testing.T) {
 		want error
 	}{
 		{"a path that is not in the schema", crd.Field(".spec.nmae", crd.MinLength(1)), crd.ErrUnknownPath},
+		{"a metadata field other than name and generateName", crd.Field(".metadata.labels", crd.MaxLength(1)), crd.ErrUnknownPath},
 		{"a path without a leading dot", crd.Field("spec.name", crd.MinLength(1)), crd.ErrUnknownPath},
 		{"an index other than [*]", crd.Field(".spec.tags[0]", crd.MinLength(1)), crd.ErrUnknownPath},
 		{"[*] on a string", crd.Field(".spec.name[*]", crd.MinLength(1)), crd.ErrUnknownPath},

@@ -22,7 +22,9 @@ type field struct {
 
 // Field adds validation to the schema at a JSON path of the version's object:
 // "." is the object itself, ".spec.schedule" a field, ".spec.items[*]" the
-// items of a list or the values of a map. Build fails with ErrUnknownPath
+// items of a list or the values of a map. Of the root's metadata, whose schema
+// the server owns, only .metadata.name and .metadata.generateName may be
+// constrained (a maximum length, a pattern). Build fails with ErrUnknownPath
 // when the path is not in the schema, and with ErrInvalidValue when a
 // constraint does not fit the schema there (a Minimum on a string, a Default
 // of another type), so no option is ignored silently.
