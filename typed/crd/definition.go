@@ -36,6 +36,12 @@ type Definition struct {
 	// Versions are the versions served, each from a Go type (VersionOf);
 	// exactly one has Storage. Required.
 	Versions []Version
+	// NoServerDescriptions leaves the descriptions of the server's schemas
+	// out (BuildFromServer, InstallDefinitions): a CRD embedding a PodSpec is
+	// about 600 kB with them and a third of that without, and the server
+	// stores at most about 1.5 MB per object, all versions together
+	// (controller-gen's crd:maxDescLen=0).
+	NoServerDescriptions bool
 }
 
 // Version is one version of a Definition, made by VersionOf.
@@ -155,6 +161,7 @@ func (d *Definition) build(g *generator) (*apiextensionsv1.CustomResourceDefinit
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil Definition", ErrInvalidDefinition)
 	}
+	g.noDescriptions = d.NoServerDescriptions
 	if d.Group == "" || d.Kind == "" {
 		return nil, fmt.Errorf("%w: group and kind are required (got %q, %q)", ErrInvalidDefinition, d.Group, d.Kind)
 	}

@@ -170,6 +170,23 @@ func TestBuildFromServerInlinesTheServersSchemaOfBuiltInTypes(t *testing.T) {
 	if !hasQuantity {
 		t.Errorf("resource limits: %+v, want quantities as int-or-string with a pattern", limits.AdditionalProperties.Schema)
 	}
+	t.Run("NoServerDescriptions leaves the server's descriptions out", func(t *testing.T) {
+		short := *d
+		short.NoServerDescriptions = true
+		c, err := short.BuildFromServer(context.Background(), openapitest.NewEmbeddedFileClient())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var long, without bytes.Buffer
+		if err := crd.WriteYAML(&without, c); err != nil {
+			t.Fatal(err)
+		}
+		full, _ := d.BuildFromServer(context.Background(), openapitest.NewEmbeddedFileClient())
+		_ = crd.WriteYAML(&long, full)
+		if strings.Contains(without.String(), "description:") || without.Len() >= long.Len()/2 {
+			t.Errorf("without descriptions: %d bytes (with: %d), descriptions left: %v", without.Len(), long.Len(), strings.Contains(without.String(), "description:"))
+		}
+	})
 	t.Run("a type the server does not publish is reflected", func(t *testing.T) {
 		fromServer, err := d.BuildFromServer(context.Background(), fakeOpenAPI{})
 		if err != nil {

@@ -12,10 +12,11 @@
 //
 //   - A field is required unless its json tag has omitempty or omitzero, or
 //     its type is a pointer: a field that is always written is part of the
-//     object's intent, as it is for server-side apply. json:"-" fields,
-//     unexported fields and channels of no JSON are left out; anonymous
-//     embedded structs (with or without json:",inline") are inlined, the
-//     shallower of two fields of one name winning, as in encoding/json.
+//     object's intent, as it is for server-side apply. json:"-" fields and
+//     unexported fields are left out; anonymous embedded structs (with or
+//     without json:",inline") are inlined, the shallower of two fields of one
+//     name winning, as in encoding/json, and the fields of one embedded
+//     through a pointer are optional.
 //   - bool, integers (int32 and smaller: format int32; others: int64),
 //     floats (number), strings, []byte (a base64 string), slices and arrays,
 //     maps with string keys (additionalProperties), structs and pointers have

@@ -108,6 +108,8 @@ func knownSchema(t reflect.Type) (apiextensionsv1.JSONSchemaProps, bool) {
 type generator struct {
 	// server, when set, gives the schemas of Kubernetes API types.
 	server *serverSchemas
+	// noDescriptions drops the descriptions of the server's schemas.
+	noDescriptions bool
 	// stack holds the struct types being expanded, to refuse recursion.
 	stack []reflect.Type
 }
@@ -134,6 +136,9 @@ func (g *generator) schema(t reflect.Type, path string, info fieldInfo) (apiexte
 		s, err := g.server.schemaOf(t)
 		switch {
 		case err == nil:
+			if g.noDescriptions {
+				dropDescriptions(&s)
+			}
 			return s, nil
 		case !errors.Is(err, errNoDefinition): // a type the server does not publish is reflected
 			return s, fmt.Errorf("crd: %s (%v): %w", path, t, err)
@@ -341,4 +346,18 @@ func (g *generator) addProperty(s *apiextensionsv1.JSONSchemaProps, name string,
 func isKubernetesAPIType(t reflect.Type) bool {
 	p := t.PkgPath()
 	return t.Name() != "" && (strings.HasPrefix(p, "k8s.io/api/") || strings.HasPrefix(p, "k8s.io/apimachinery/"))
+}
+
+func dropDescriptions(s *apiextensionsv1.JSONSchemaProps) {
+	s.Description = ""
+	for name, p := range s.Properties {
+		dropDescriptions(&p)
+		s.Properties[name] = p
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		dropDescriptions(s.Items.Schema)
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		dropDescriptions(s.AdditionalProperties.Schema)
+	}
 }
