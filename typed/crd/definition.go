@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/openapi"
+
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // Definition describes a custom resource: its names and scope, and its
@@ -151,7 +153,7 @@ func (d *Definition) Build() (*apiextensionsv1.CustomResourceDefinition, error) 
 // template's unknown restartPolicy, say). It fails with ErrSchemaSource when
 // the server does not publish a type's schema.
 func (d *Definition) BuildFromServer(ctx context.Context, client openapi.Client) (*apiextensionsv1.CustomResourceDefinition, error) {
-	if isNil(client) {
+	if guard.IsNil(client) {
 		return nil, fmt.Errorf("%w: nil OpenAPI client", ErrSchemaSource)
 	}
 	return d.build(&generator{server: newServerSchemas(ctx, client)})

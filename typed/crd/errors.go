@@ -76,16 +76,3 @@ func (e *PathError) Unwrap() error { return e.Err }
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidValue, fmt.Sprintf(format, args...))
 }
-
-// isNil reports whether v is nil or a typed nil (a nil pointer in an
-// interface), which would panic when called.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch r := reflect.ValueOf(v); r.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return r.IsNil()
-	}
-	return false
-}

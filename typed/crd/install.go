@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // InstallTimeout caps each CRD's wait in Install, on top of ctx.
@@ -35,7 +37,7 @@ const installPoll = 50 * time.Millisecond
 // the server's message, such as a plural already taken), or the condition
 // that did not hold in time (ctx, or InstallTimeout for each CRD).
 func Install(ctx context.Context, client apiextensionsclient.Interface, crds ...*apiextensionsv1.CustomResourceDefinition) error {
-	if isNil(client) {
+	if guard.IsNil(client) {
 		return fmt.Errorf("%w: nil client", ErrInvalidDefinition)
 	}
 	for i, crd := range crds {
@@ -182,7 +184,7 @@ func describeConditions(crd *apiextensionsv1.CustomResourceDefinition) string {
 // the CRDs refuse what the server refuses in built-in objects, and installs
 // them as Install does. Nothing is installed if one does not build.
 func InstallDefinitions(ctx context.Context, client apiextensionsclient.Interface, defs ...*Definition) error {
-	if isNil(client) {
+	if guard.IsNil(client) {
 		return fmt.Errorf("%w: nil client", ErrInvalidDefinition)
 	}
 	for _, d := range defs {

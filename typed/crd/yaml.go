@@ -7,13 +7,15 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // WriteYAML writes the CRDs to w as YAML documents separated by "---", what
 // "kubectl apply -f" takes: with apiVersion and kind, without status or
 // other fields the server sets. The values are not modified.
 func WriteYAML(w io.Writer, crds ...*apiextensionsv1.CustomResourceDefinition) error {
-	if isNil(w) {
+	if guard.IsNil(w) {
 		return fmt.Errorf("%w: nil writer", ErrInvalidDefinition)
 	}
 	for i, crd := range crds {
