@@ -4,6 +4,7 @@ package cronjob_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -111,6 +112,14 @@ func TestTheCRDRefusesTheTutorialsInvalidCronJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	short := cronjob.Definition()
+	short.NoServerDescriptions = true
+	fromServerShort, err := short.BuildFromServer(ctx, ext.Discovery().OpenAPIV3())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("CRD sizes in JSON: reflected %d bytes, from the server %d, from the server without descriptions %d",
+		jsonSize(t, reflected), jsonSize(t, fromServer), jsonSize(t, fromServerShort))
 	for _, tc := range []struct {
 		name, prefix string
 		crd          *apiextensionsv1.CustomResourceDefinition
@@ -170,6 +179,15 @@ func container0(obj map[string]any) map[string]any {
 		m = m[k].(map[string]any)
 	}
 	return m["containers"].([]any)[0].(map[string]any)
+}
+
+func jsonSize(t *testing.T, c *apiextensionsv1.CustomResourceDefinition) int {
+	t.Helper()
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(raw)
 }
 
 func toUnstructured(t *testing.T, c *cronjob.CronJob) *unstructured.Unstructured {

@@ -39,10 +39,10 @@ type Definition struct {
 	// exactly one has Storage. Required.
 	Versions []Version
 	// NoServerDescriptions leaves the descriptions of the server's schemas
-	// out (BuildFromServer, InstallDefinitions): a CRD embedding a PodSpec is
-	// about 600 kB with them and a third of that without, and the server
-	// stores at most about 1.5 MB per object, all versions together
-	// (controller-gen's crd:maxDescLen=0).
+	// out (BuildFromServer, InstallDefinitions): the CronJob example's CRD,
+	// which embeds a Job template, is 348 kB of JSON with them and 72 kB
+	// without, and etcd stores at most about 1.5 MB per object, all versions
+	// together (controller-gen's crd:maxDescLen=0).
 	NoServerDescriptions bool
 }
 
