@@ -116,20 +116,20 @@ func demo(ctx context.Context, s settings) (err error) {
 		return err
 	}
 	if created {
-		fmt.Printf("CRD       %s installed\n", website.CRD().Name)
+		fmt.Printf("CRD       %s installed\n", website.CRDName)
 	} else {
-		fmt.Printf("CRD       %s already installed\n", website.CRD().Name)
+		fmt.Printf("CRD       %s already installed\n", website.CRDName)
 	}
 	if created && !cl.Local {
 		defer func() {
 			dctx, cancel := cleanupCtx()
 			defer cancel()
 			crds := ext.ApiextensionsV1().CustomResourceDefinitions()
-			derr := crds.Delete(dctx, website.CRD().Name, metav1.DeleteOptions{})
+			derr := crds.Delete(dctx, website.CRDName, metav1.DeleteOptions{})
 			if derr == nil {
 				// Wait for it to go, so that the next run does not find it being deleted.
 				derr = wait.PollUntilContextCancel(dctx, poll, true, func(ctx context.Context) (bool, error) {
-					_, err := crds.Get(ctx, website.CRD().Name, metav1.GetOptions{})
+					_, err := crds.Get(ctx, website.CRDName, metav1.GetOptions{})
 					return apierrors.IsNotFound(err), nil
 				})
 			}
@@ -137,7 +137,7 @@ func demo(ctx context.Context, s settings) (err error) {
 				err = errors.Join(err, fmt.Errorf("deleting the CRD: %w", derr))
 				return
 			}
-			fmt.Printf("deleted CRD %s\n", website.CRD().Name)
+			fmt.Printf("deleted CRD %s\n", website.CRDName)
 		}()
 	}
 

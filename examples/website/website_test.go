@@ -16,7 +16,6 @@ import (
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/examples/website"
 	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/crd"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
@@ -51,7 +51,7 @@ type cluster struct {
 // Deployments get no pods, their status is whatever a test writes, and no garbage
 // collector deletes owned objects, so the finalizer's cleanup is the operator's own.
 func TestWebsiteOperator(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{website.CRD()}})
+	env := testenv.Start(t, testenv.Options{Definitions: []*crd.Definition{website.Definition()}})
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() {
 		// Every replica has stopped: nothing of theirs may be left but idle connections.

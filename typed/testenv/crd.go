@@ -59,6 +59,24 @@ func (env *Environment) InstallCRDs(ctx context.Context, crds ...*apiextensionsv
 	return nil
 }
 
+// InstallDefinitions builds the Definitions with the server's schemas of the Kubernetes
+// types they embed and installs them, as [crd.InstallDefinitions] does, through
+// connections of its own, as [Environment.InstallCRDs] does. Nothing is installed if one
+// does not build.
+func (env *Environment) InstallDefinitions(ctx context.Context, defs ...*crd.Definition) error {
+	cfg, closeConns := env.ownConnections()
+	defer closeConns()
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	if err := crd.InstallDefinitions(ctx, client, defs...); err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	env.log.V(1).Info("Installed CRDs from Go types", "definitions", len(defs))
+	return nil
+}
+
 // InstallCRDFiles reads CRDs as [ReadCRDFiles] does and installs them as
 // [Environment.InstallCRDs] does. Nothing is installed if a file cannot be
 // read or parsed.

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/typedinformer/typedinformer/typed/crd"
 )
 
 // maxPortAttempts is how many times Start picks new ports when a process
@@ -64,6 +66,11 @@ type Options struct {
 	// installed after CRDs, as [Environment.InstallCRDFiles] does, before Start
 	// returns.
 	CRDPaths []string
+	// Definitions are CRDs built from Go types, installed after CRDs and CRDPaths,
+	// as [Environment.InstallDefinitions] does (with the server's schemas of the
+	// Kubernetes types they embed), before Start returns. A Definition that does
+	// not build fails Start before the control plane starts.
+	Definitions []*crd.Definition
 }
 
 // Environment is a running etcd and kube-apiserver on 127.0.0.1, created by
@@ -142,7 +149,7 @@ func Start(t testing.TB, opts Options) *Environment {
 // certificate and client certificates, starts etcd on free loopback ports,
 // waits until it is healthy, starts kube-apiserver on a free loopback port,
 // waits until its /readyz answers 200 and the default namespace exists, and
-// installs opts.CRDs and opts.CRDPaths. It is [Start] for code that has no
+// installs opts.CRDs, opts.CRDPaths and opts.Definitions. It is [Start] for code that has no
 // testing.TB, such as TestMain or a demo; call [Environment.Stop] when done.
 //
 // ctx bounds only the start-up (each wait is also capped at two minutes):
@@ -160,7 +167,13 @@ func StartContext(ctx context.Context, opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Read the CRD files before starting anything: a bad file fails fast.
+	// Read the CRD files and build the Definitions before starting anything: a bad file
+	// or Definition fails fast.
+	for _, d := range opts.Definitions {
+		if _, err := d.Build(); err != nil {
+			return nil, fmt.Errorf("testenv: %w", err)
+		}
+	}
 	crds := slices.Clone(opts.CRDs)
 	if len(opts.CRDPaths) > 0 {
 		fromFiles, err := ReadCRDFiles(opts.CRDPaths...)
@@ -185,6 +198,9 @@ func StartContext(ctx context.Context, opts Options) (*Environment, error) {
 	err = env.start(ctx)
 	if err == nil && len(crds) > 0 {
 		err = env.InstallCRDs(ctx, crds...)
+	}
+	if err == nil && len(opts.Definitions) > 0 {
+		err = env.InstallDefinitions(ctx, opts.Definitions...)
 	}
 	if err != nil {
 		if stopErr := env.Stop(); stopErr != nil {
