@@ -18,12 +18,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/connrotation"
 
 	"github.com/typedinformer/typedinformer/internal/testsupport/eventcheck"
 	"github.com/typedinformer/typedinformer/typed"
@@ -203,15 +201,7 @@ func TestManagerShutdownWithAReconcileInFlight(t *testing.T) {
 // own that are closed when the test ends (see newClients).
 func crdClient(t *testing.T, cfg *rest.Config) manager.CRDClient {
 	t.Helper()
-	cfg = rest.CopyConfig(cfg)
-	d := connrotation.NewDialer((&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	cfg.Dial = d.DialContext
-	t.Cleanup(d.CloseAll)
-	cs, err := apiextensions.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs.ApiextensionsV1().CustomResourceDefinitions()
+	return extensionsClient(t, cfg).ApiextensionsV1().CustomResourceDefinitions()
 }
 
 // A loop runs over a cache of Widgets while their CRD is deleted, twice: the cache stops

@@ -89,6 +89,9 @@ type Options struct {
 	// customresourcedefinitions. Without it, or for a Source without a
 	// GroupVersionResource, the cache checks on ResourceBackoff's schedule only.
 	CustomResourceDefinitions CRDClient
+	// InstallCRDs, when set, installs or upgrades CustomResourceDefinitions built from Go
+	// types before Run starts any cache or runnable (see CRDInstall).
+	InstallCRDs *CRDInstall
 	// ResourceBackoff spaces the checks (one list each) of a cache whose resource the
 	// server does not serve, until it is served again; DefaultResourceBackoff when its
 	// Duration is zero.
@@ -367,6 +370,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Unlock()
 
 	probes, err := m.serveProbes(ctx)
+	if err == nil {
+		if err = m.installCRDs(ctx); err != nil {
+			probes.stop()
+		}
+	}
 	if err != nil {
 		m.mu.Lock()
 		m.state = stopped
