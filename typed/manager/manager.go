@@ -7,10 +7,14 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
@@ -20,6 +24,7 @@ import (
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
+	"github.com/typedinformer/typedinformer/typed/write"
 )
 
 // DefaultShutdownTimeout is how long Run waits, when Options.ShutdownTimeout is zero,
@@ -108,6 +113,15 @@ type Options struct {
 	// found, and the name of its cache: a test can fail at once. It must not block; a
 	// panic in it is recovered and logged.
 	OnMutation func(cache string, err *eventcache.MutationError)
+	// FieldManager is the field manager that the server-side applies of everything the
+	// Manager runs are made as (write.Applier, write.OwnedApplier), carried to them by
+	// the context (write.WithFieldManager); a writer given one of its own uses its own.
+	// Every replica of a program must use the same name, or a new leader's applies would
+	// conflict with the old leader's fields: so it defaults to the program's base name
+	// (os.Args[0], as client-go derives its default user agent), not to a replica's
+	// identity, and is "typedinformer" when that is empty. Name it when several programs
+	// share a binary name.
+	FieldManager string
 }
 
 // Metrics is the family of metrics a Manager reports: its caches' controllers' (and
@@ -187,6 +201,39 @@ func New(opts Options) *Manager {
 		active:    map[string]int{},
 		checks:    map[probe][]namedCheck{},
 	}
+}
+
+// FieldManager returns the field manager the Manager's runnables apply as (see
+// Options.FieldManager).
+func (m *Manager) FieldManager() string {
+	if m == nil {
+		return ""
+	}
+	return fieldManager(m.opts.FieldManager, os.Args)
+}
+
+// fieldManager returns name, or else the base name of the program args[0] names, as a
+// valid field manager (at most 128 printable characters).
+func fieldManager(name string, args []string) string {
+	if name == "" && len(args) > 0 {
+		name = filepath.Base(args[0])
+		if name == "." || name == string(filepath.Separator) {
+			name = ""
+		}
+	}
+	name = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, name)
+	if r := []rune(name); len(r) > 128 {
+		name = string(r[:128])
+	}
+	if name == "" {
+		return "typedinformer"
+	}
+	return name
 }
 
 // Add registers r under name (used in logs and errors). It runs, on a goroutine of its
@@ -361,7 +408,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		return fmt.Errorf("manager: %w", controller.ErrAlreadyRunning)
 	}
 	m.state = starting
-	runCtx, cancel := context.WithCancelCause(ctx)
+	runCtx, cancel := context.WithCancelCause(write.WithFieldManager(ctx, m.FieldManager()))
 	defer cancel(nil)
 	// The caches outlive the runnables, which read them while they finish.
 	cacheCtx, stopCaches := context.WithCancel(context.WithoutCancel(ctx))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	goreflect "reflect"
+	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,7 +67,9 @@ func (e *WriteError) Error() string {
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // OwnerConflictError reports an object that the write would have taken from its
-// controller: it is controlled by Controller, not by Wanted. Nothing is written.
+// controller: it is controlled by Controller, not by Wanted. Nothing is written. For
+// Owned.CreateOnly, which never updates, it also reports an object found with no
+// controller at all (Controller is then the zero value).
 type OwnerConflictError struct {
 	// Controller is the controller reference already on the object.
 	Controller metav1.OwnerReference
@@ -75,6 +79,10 @@ type OwnerConflictError struct {
 
 // Error names both controllers.
 func (e *OwnerConflictError) Error() string {
+	if e.Controller.UID == "" {
+		return fmt.Sprintf("%v: it has no controller, not %s %s (uid %s), and would have to be updated to be adopted", ErrControlledByOther,
+			e.Wanted.Kind, e.Wanted.Name, e.Wanted.UID)
+	}
 	return fmt.Sprintf("%v: it is controlled by %s %s (uid %s), not by %s %s (uid %s)", ErrControlledByOther,
 		e.Controller.Kind, e.Controller.Name, e.Controller.UID, e.Wanted.Kind, e.Wanted.Name, e.Wanted.UID)
 }
@@ -120,3 +128,95 @@ func kindOf(obj runtime.Object) string {
 // another namespace, which an owner reference cannot express (the garbage collector would
 // take the owner for absent and delete the object).
 var ErrInvalidOwner = errors.New("invalid owner")
+
+// ErrNoFieldManager is wrapped by an apply made with no field manager: none given to the
+// writer (WithFieldManager) nor carried by the context (the function WithFieldManager,
+// which a manager.Manager sets). The server needs one, and a name guessed here could
+// be another program's, whose fields the apply would then take or drop.
+var ErrNoFieldManager = errors.New("no field manager: give the writer one, or run it under a manager.Manager (Options.FieldManager)")
+
+// ErrApplyConflict is what an ApplyConflictError is (errors.Is).
+var ErrApplyConflict = errors.New("apply conflict")
+
+// FieldConflict is one field that an apply, without force, would have taken from another
+// field manager.
+type FieldConflict struct {
+	// Field is the field's path as the server writes it, such as ".spec.replicas".
+	Field string
+	// Manager is the field manager owning it, such as "kubectl" or "hpa-controller".
+	Manager string
+	// Subresource is the subresource the manager wrote it through ("scale", "status"),
+	// if any.
+	Subresource string
+	// Message is the server's description of the conflict, in full.
+	Message string
+}
+
+// ApplyConflictError reports an apply, without force, that set fields other field
+// managers own with other values: nothing was written. Apply again with force
+// (WithForce) to take the fields, or leave them out of the intent to leave them to
+// their managers. It is wrapped by a *WriteError naming the object.
+type ApplyConflictError struct {
+	// Conflicts are the fields, each with its manager, in the server's order.
+	Conflicts []FieldConflict
+	// Err is the server's error (apierrors.IsConflict).
+	Err error
+}
+
+// Error names every field and its manager.
+func (e *ApplyConflictError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrApplyConflict.Error())
+	for i, c := range e.Conflicts {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s is owned by %q", c.Field, c.Manager)
+		if c.Subresource != "" {
+			fmt.Fprintf(&b, " (through subresource %s)", c.Subresource)
+		}
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrApplyConflict) true.
+func (e *ApplyConflictError) Is(target error) bool { return target == ErrApplyConflict }
+
+// Unwrap returns the server's error.
+func (e *ApplyConflictError) Unwrap() error { return e.Err }
+
+// applyConflict returns err as an *ApplyConflictError when it is the server's answer to
+// an apply that conflicts (409 with causes of type FieldManagerConflict), else nil.
+// A cause's message is `conflict with "manager"`, followed, for a manager that did not
+// apply, by ` with subresource "scale"` and ` using apps/v1 at <time>`
+// (k8s.io/apimachinery/pkg/util/managedfields/internal.NewConflictError).
+func applyConflict(err error) *ApplyConflictError {
+	var status apierrors.APIStatus
+	if !apierrors.IsConflict(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return nil
+	}
+	var out ApplyConflictError
+	for _, c := range status.Status().Details.Causes {
+		if c.Type != metav1.CauseTypeFieldManagerConflict {
+			continue
+		}
+		fc := FieldConflict{Field: c.Field, Message: c.Message}
+		rest := strings.TrimPrefix(c.Message, "conflict with ")
+		if quoted, qerr := strconv.QuotedPrefix(rest); qerr == nil {
+			fc.Manager, _ = strconv.Unquote(quoted)
+			if after, ok := strings.CutPrefix(rest[len(quoted):], " with subresource "); ok {
+				if sub, qerr := strconv.QuotedPrefix(after); qerr == nil {
+					fc.Subresource, _ = strconv.Unquote(sub)
+				}
+			}
+		}
+		out.Conflicts = append(out.Conflicts, fc)
+	}
+	if len(out.Conflicts) == 0 {
+		return nil
+	}
+	out.Err = err
+	return &out
+}

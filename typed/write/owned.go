@@ -125,23 +125,7 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 	fail := func(err error) (Change, error) {
 		return Unchanged, &WriteError{Op: "creating or updating", Kind: kindOf(zero), Namespace: namespace, Name: name, Err: err}
 	}
-	switch {
-	case o == nil:
-		return fail(fmt.Errorf("%w: the Owned", controller.ErrNilArgument))
-	case o.clients == nil:
-		return fail(fmt.Errorf("%w: the Owned's clients", controller.ErrNilArgument))
-	case mutate == nil:
-		return fail(fmt.Errorf("%w: the mutation", controller.ErrNilArgument))
-	case guard.IsNil(owner):
-		return fail(fmt.Errorf("%w: the owner", controller.ErrNilArgument))
-	case name == "":
-		return fail(fmt.Errorf("%w: the object's name", controller.ErrNilArgument))
-	}
-	ref, err := o.controllerRef(owner, namespace)
-	if err != nil {
-		return fail(err)
-	}
-	client, err := o.clients(namespace)
+	ref, client, err := o.prepare(owner, namespace, name, mutate == nil, "the mutation")
 	if err != nil {
 		return fail(err)
 	}
@@ -207,17 +191,46 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 	return change, nil
 }
 
+// prepare checks the arguments of a write of namespace/name owned by owner (noFn: the
+// function describing the object, named fn, is nil) and returns the controller reference
+// the object should carry and the client of its namespace.
+func (o *Owned[O, T]) prepare(owner O, namespace, name string, noFn bool, fn string) (metav1.OwnerReference, CreateUpdater[T], error) {
+	switch {
+	case o == nil:
+		return metav1.OwnerReference{}, nil, fmt.Errorf("%w: the Owned", controller.ErrNilArgument)
+	case o.clients == nil:
+		return metav1.OwnerReference{}, nil, fmt.Errorf("%w: the Owned's clients", controller.ErrNilArgument)
+	case noFn:
+		return metav1.OwnerReference{}, nil, fmt.Errorf("%w: %s", controller.ErrNilArgument, fn)
+	case guard.IsNil(owner):
+		return metav1.OwnerReference{}, nil, fmt.Errorf("%w: the owner", controller.ErrNilArgument)
+	case name == "":
+		return metav1.OwnerReference{}, nil, fmt.Errorf("%w: the object's name", controller.ErrNilArgument)
+	}
+	ref, err := o.controllerRef(owner, namespace)
+	if err != nil {
+		return ref, nil, err
+	}
+	client, err := o.clients(namespace)
+	return ref, client, err
+}
+
 // controllerRef returns the controller reference to owner that an object in namespace
 // should carry.
 func (o *Owned[O, T]) controllerRef(owner O, namespace string) (metav1.OwnerReference, error) {
-	kind := o.ownerKind
+	return controllerRef(o.ownerKind, owner, namespace)
+}
+
+// controllerRef returns the controller reference to owner, of kind, that an object in
+// namespace should carry, or an error wrapping ErrInvalidOwner.
+func controllerRef[O event.Object](kind schema.GroupVersionKind, owner O, namespace string) (metav1.OwnerReference, error) {
 	switch got := owner.GetObjectKind().GroupVersionKind(); {
 	case kind.Version == "" || kind.Kind == "":
-		return metav1.OwnerReference{}, fmt.Errorf("%w: NewOwned was given no owner kind (%q)", ErrInvalidOwner, kind)
+		return metav1.OwnerReference{}, fmt.Errorf("%w: the writer was made with no owner kind (%q)", ErrInvalidOwner, kind)
 	case owner.GetName() == "" || owner.GetUID() == "":
 		return metav1.OwnerReference{}, fmt.Errorf("%w: %s %s has no name or UID: pass it as read from the server", ErrInvalidOwner, kind.Kind, klog.KObj(owner))
 	case !got.Empty() && got != kind:
-		return metav1.OwnerReference{}, fmt.Errorf("%w: %s is a %s, not the %s that NewOwned was given", ErrInvalidOwner, klog.KObj(owner), got, kind)
+		return metav1.OwnerReference{}, fmt.Errorf("%w: %s is a %s, not the %s the writer was made with", ErrInvalidOwner, klog.KObj(owner), got, kind)
 	case owner.GetNamespace() != "" && owner.GetNamespace() != namespace:
 		return metav1.OwnerReference{}, fmt.Errorf("%w: %s %s is in namespace %q and cannot own an object in %q", ErrInvalidOwner, kind.Kind, klog.KObj(owner), owner.GetNamespace(), namespace)
 	}
@@ -227,9 +240,9 @@ func (o *Owned[O, T]) controllerRef(owner O, namespace string) (metav1.OwnerRefe
 // desired returns cur with mutate applied and the controller reference ref set, and
 // whether that is the same as cur. It refuses an object that another owner controls.
 func desired[T event.Object](cur T, ref metav1.OwnerReference, mutate func(T)) (T, bool, error) {
-	if c := metav1.GetControllerOfNoCopy(cur); c != nil && c.UID != ref.UID {
+	if err := controlledBy(cur, ref); err != nil {
 		var zero T
-		return zero, false, &OwnerConflictError{Controller: *c, Wanted: ref}
+		return zero, false, err
 	}
 	before, obj, err := copies(cur)
 	if err != nil {

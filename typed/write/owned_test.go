@@ -204,13 +204,19 @@ func TestOwnedCreateOrUpdate(t *testing.T) {
 // otherwise), or both are nil.
 func checkOwnedErr(t *testing.T, err, want error) {
 	t.Helper()
+	checkOwnedOpErr(t, "creating or updating", err, want)
+}
+
+// checkOwnedOpErr is checkOwnedErr for a WriteError of op.
+func checkOwnedOpErr(t *testing.T, op string, err, want error) {
+	t.Helper()
 	if want == nil || err == nil {
 		checkErr(t, err, want)
 		return
 	}
 	var we *write.WriteError
-	if !errors.As(err, &we) || we.Op != "creating or updating" || we.Kind != "ConfigMap" || we.Namespace != "shop" || we.Name != "web-config" {
-		t.Errorf("error %v is not a WriteError for creating or updating ConfigMap shop/web-config", err)
+	if !errors.As(err, &we) || we.Op != op || we.Kind != "ConfigMap" || we.Namespace != "shop" || we.Name != "web-config" {
+		t.Errorf("error %v is not a WriteError for %s ConfigMap shop/web-config", err, op)
 		return
 	}
 	var wantConflict, gotConflict *write.OwnerConflictError
