@@ -74,8 +74,9 @@ func (d *Dynamic[T]) intent(obj T, statusOnly bool) (*unstructured.Unstructured,
 // nil pointers, nil maps and slices, and structs with nothing set (such as
 // metadata.creationTimestamp, or an omitempty status). What stays is what was set, and
 // the scalar zero values of fields without omitempty: by Kubernetes convention such a
-// field is required, so an intent always states it. Empty lists ([]) stay: a non-nil
-// empty slice says "this list, empty", which the caller set.
+// field is required, so an intent always states it. An empty list ([]) stays unless its
+// field is omitempty: a non-nil empty slice says "this list, empty", which the caller
+// set. Items of a list are kept whole, even when pruned empty, so as not to shift it.
 func Intent(obj any) (*unstructured.Unstructured, error) {
 	if guard.IsNil(obj) {
 		return nil, fmt.Errorf("%w: the object to apply", controller.ErrNilArgument)
