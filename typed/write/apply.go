@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -251,11 +252,14 @@ func (o *OwnedApplier[O, T, A]) WithForce(force bool) *OwnedApplier[O, T, A] {
 //
 // An object controlled by another owner is never applied to: the error is a *WriteError
 // wrapping an *OwnerConflictError (errors.Is ErrControlledByOther). Whether another owner
-// controls it is read from the cache (WithCache), which costs no API call, or else from
-// the server; an object the cache does not show yet, or that another owner took since,
-// is refused by the server's validation (an object has one controller at most), and that
-// refusal is turned into the same error. Other errors are Applier.Apply's, and
-// ErrInvalidOwner's (see Owned.CreateOrUpdate).
+// controls it is checked on the cached object (WithCache), which costs no call, or else
+// on the object read from the server, and the apply carries the resource version of
+// the state checked: when the object changed since (the cache was stale), the server
+// refuses it, and the object is read and checked again (retry.DefaultRetry). An object
+// that did not exist when checked and that another controller created since is refused
+// by the server's validation (one controller at most), and that refusal turned into
+// the same error. Other errors are Applier.Apply's, and ErrInvalidOwner's (see
+// Owned.CreateOrUpdate).
 func (o *OwnedApplier[O, T, A]) Apply(ctx context.Context, owner O, intent A) (T, error) {
 	var zero T
 	if o == nil {
@@ -279,27 +283,54 @@ func (o *OwnedApplier[O, T, A]) Apply(ctx context.Context, owner O, intent A) (T
 	if err != nil {
 		return fail(err)
 	}
-	// Checked first so that nothing is written to another controller's object.
-	if cached, ok := o.cached(id); ok {
-		err = controlledBy(cached, ref)
-	} else {
-		err = o.liveControlledBy(ctx, getter, id, ref)
-	}
-	if err != nil {
-		return fail(err)
-	}
-	owned, err := withOwnerRef(intent, id.fields, ref)
-	if err != nil {
-		return fail(err)
-	}
-	got, err := o.apply(ctx, id.namespace, owned)
-	if apierrors.IsInvalid(err) {
-		// Perhaps another owner took it since it was checked: say so if it did.
-		var taken *OwnerConflictError
-		if conflict := o.liveControlledBy(ctx, getter, id, ref); errors.As(conflict, &taken) {
-			return fail(conflict)
+	// The controller is checked on a state of the object (the cache's, else the
+	// server's), and the apply carries that state's resource version as a precondition:
+	// were the state stale, the apply could take the object from its controller without
+	// the server noticing, since an intent that names one owner removes the owner
+	// references this field manager applied before. A stale state makes the server
+	// refuse the apply with a conflict; the object is then read again and checked again.
+	cur, known := o.cached(id)
+	known = known && cur.GetResourceVersion() != "" // else no precondition could be sent
+	stale := false
+	var got T
+	err = retry.OnError(retry.DefaultRetry, func(error) bool { return stale }, func() error {
+		if !known {
+			live, err := getter.Get(ctx, id.name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				live = zero
+			case err != nil:
+				return err
+			case guard.IsNil(live):
+				return answered("Get", live, nil)
+			}
+			cur = live
 		}
-	}
+		known, stale = false, false
+		var rv string
+		if !guard.IsNil(cur) {
+			if err := controlledBy(cur, ref); err != nil {
+				return err
+			}
+			rv = cur.GetResourceVersion()
+		}
+		owned, err := withOwnerRef(intent, id.fields, ref, rv)
+		if err != nil {
+			return err
+		}
+		got, err = o.apply(ctx, id.namespace, owned)
+		switch {
+		case rv != "" && (apierrors.IsNotFound(err) || apierrors.IsConflict(err) && !errors.Is(err, ErrApplyConflict)):
+			stale = true
+		case apierrors.IsInvalid(err):
+			// Created meanwhile by another controller: the server refuses a second one.
+			var taken *OwnerConflictError
+			if conflict := o.liveControlledBy(ctx, getter, id, ref); errors.As(conflict, &taken) {
+				return conflict
+			}
+		}
+		return err
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -369,11 +400,16 @@ func identify[A any](intent A) (identity, error) {
 }
 
 // withOwnerRef returns a copy of intent, whose JSON fields are fields, with ref among its
-// owner references (replacing a reference to the same owner). It goes through JSON
-// because apply configurations share no interface to set owner references by.
-func withOwnerRef[A any](intent A, fields map[string]any, ref metav1.OwnerReference) (A, error) {
+// owner references (replacing a reference to the same owner) and, unless it is empty,
+// the resource version rv as the apply's precondition. It goes through JSON because
+// apply configurations share no interface to set owner references by.
+func withOwnerRef[A any](intent A, fields map[string]any, ref metav1.OwnerReference, rv string) (A, error) {
 	var out A
 	meta, _ := fields["metadata"].(map[string]any)
+	delete(meta, "resourceVersion")
+	if rv != "" {
+		meta["resourceVersion"] = rv
+	}
 	refs, _ := meta["ownerReferences"].([]any)
 	var kept []any
 	for _, r := range refs {

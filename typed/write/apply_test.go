@@ -2,6 +2,7 @@ package write_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -361,6 +362,27 @@ func TestOwnedApplierSetsTheControllerReferenceAndNeverTakesAnotherControllersOb
 		cache := mapCache[*corev1.ConfigMap]{"shop/web-config": owned("5", nil)}
 		_, err := write.NewOwnedApplier[*appsv1.Deployment](cs.CoreV1().ConfigMaps, deployKind).WithCache(cache).Apply(ctx(t, &recorded{}), webOwner(), cm())
 		checkOwnedOpErr(t, "applying", err, &write.OwnerConflictError{Controller: otherRef, Wanted: webRef})
+	})
+	t.Run("a stale cache shows no controller: the apply's precondition fails, and the object read again is refused", func(t *testing.T) {
+		cs := kubefake.NewClientset(owned("6", nil, otherRef))
+		var preconditions []string
+		cs.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			var sent corev1.ConfigMap
+			if err := json.Unmarshal(a.(k8stesting.PatchActionImpl).Patch, &sent); err != nil {
+				t.Error(err)
+			}
+			preconditions = append(preconditions, sent.ResourceVersion)
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "web-config", errors.New("the object has been modified"))
+		})
+		cache := mapCache[*corev1.ConfigMap]{"shop/web-config": owned("5", nil)}
+		_, err := write.NewOwnedApplier[*appsv1.Deployment](cs.CoreV1().ConfigMaps, deployKind).WithCache(cache).Apply(ctx(t, &recorded{}), webOwner(), cm())
+		checkOwnedOpErr(t, "applying", err, &write.OwnerConflictError{Controller: otherRef, Wanted: webRef})
+		if diff := cmp.Diff([]string{"patch configmaps shop/web-config", "get configmaps shop/web-config"}, apiCalls(&cs.Fake)); diff != "" {
+			t.Errorf("API calls (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"5"}, preconditions); diff != "" {
+			t.Errorf("resource versions sent as preconditions (-want +got):\n%s", diff)
+		}
 	})
 	t.Run("an owner in another namespace cannot own it", func(t *testing.T) {
 		cs := kubefake.NewClientset()
