@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv1ac "k8s.io/client-go/applyconfigurations/autoscaling/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/utils/ptr"
@@ -179,6 +180,45 @@ func TestServerSideApply(t *testing.T) {
 		if op := managedFieldsOf(d)[operatorFieldManager]; !owns(op, "f:spec", "f:replicas") {
 			t.Errorf("the operator does not own the replicas it forced: %s", op)
 		}
+	})
+
+	t.Run("a manager scaling through the scale subresource keeps its replicas; a conflict names its subresource", func(t *testing.T) {
+		scaled := func(image string) *appsv1ac.DeploymentApplyConfiguration {
+			d := web(image)
+			d.WithName("scaled")
+			return d
+		}
+		for round := range 3 {
+			if _, err := deployments.Apply(ctx, owner, scaled("nginx:2")); err != nil {
+				t.Fatalf("round %d: the operator's apply: %v", round, err)
+			}
+			if _, err := admin.kube.AppsV1().Deployments(ns).ApplyScale(ctx, "scaled", autoscalingv1ac.Scale().WithSpec(autoscalingv1ac.ScaleSpec().WithReplicas(int32(round+3))),
+				metav1.ApplyOptions{FieldManager: "hpa", Force: true}); err != nil {
+				t.Fatalf("round %d: scaling: %v", round, err)
+			}
+			d, err := deployments.Apply(ctx, owner, scaled("nginx:2"))
+			if err != nil {
+				t.Fatalf("round %d: the operator's apply after the scale: %v", round, err)
+			}
+			if got := ptr.Deref(d.Spec.Replicas, -1); got != int32(round+3) {
+				t.Errorf("round %d: replicas %d, want the scale's %d", round, got, round+3)
+			}
+		}
+		d, err := admin.kube.AppsV1().Deployments(ns).Get(ctx, "scaled", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hpa := managedFieldsOf(d)["hpa/scale"]; !owns(hpa, "f:spec", "f:replicas") {
+			t.Errorf("the scale's manager owns %s; want the replicas (%v)", hpa, managedFieldsOf(d))
+		}
+		taking := scaled("nginx:2")
+		taking.Spec.WithReplicas(1)
+		_, err = deployments.Apply(ctx, owner, taking)
+		var conflict *write.ApplyConflictError
+		if !errors.As(err, &conflict) || len(conflict.Conflicts) != 1 || conflict.Conflicts[0].Manager != "hpa" || conflict.Conflicts[0].Subresource != "scale" {
+			t.Errorf("got %v, want a conflict with hpa through the scale subresource", err)
+		}
+		t.Logf("the conflict: %v", err)
 	})
 
 	t.Run("an object another owner controls is never applied to", func(t *testing.T) {
