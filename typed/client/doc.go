@@ -9,6 +9,9 @@
 //     list type; a *Dynamic[T] also gets, creates, updates, updates the status of and
 //     patches T, so that package write works on a custom resource's struct.
 //     FromDynamicNamespaced gives it per namespace, as the write side takes its clients.
+//     It also applies T by server-side apply (Apply, ApplyStatus), sending Intent(obj):
+//     the struct's JSON without nulls and empty objects, so that fields left unset are
+//     never claimed.
 //   - Selectors narrows any source on the server; StripManagedFields is a ready transform
 //     that drops managedFields before objects are cached, often most of their size.
 //   - New returns a new, empty object of a type T.

@@ -86,6 +86,11 @@
 // returns it. Shutdown stops the loops from taking keys, lets in-flight reconciles finish,
 // then stops the caches, within Options.ShutdownTimeout.
 //
+// The field manager of server-side applies is named once, in Options.FieldManager (the
+// program's name by default, the same on every replica): the context of every runnable
+// and reconcile carries it (write.WithFieldManager), so write.Applier and
+// write.OwnedApplier need not be told.
+//
 // Unlike controller-runtime's, a Manager that loses leadership does not exit: its loops
 // stop, it stays a warm standby, and it campaigns again; its loops and leader runnables
 // run once per term.
