@@ -478,3 +478,53 @@ func TestDynamicAppliesAGoStructsIntentOnly(t *testing.T) {
 		t.Errorf("recorded (-want +got):\n%s", diff) // by client.Dynamic and by the writer
 	}
 }
+
+// A built-in kind's own Go struct can be applied too (Structs): what was left unset
+// (replicas, strategy, status, creationTimestamp) is not sent, so not claimed, and the
+// apiVersion and kind come from client-go's scheme. The owned variant adds the
+// controller reference as it does for apply configurations.
+func TestStructsApplyABuiltInKindsGoStructWithOnlyWhatWasSet(t *testing.T) {
+	cs := kubefake.NewClientset()
+	ctx := write.WithFieldManager(t.Context(), "controller")
+	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: appsv1.DeploymentSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}}}}}
+	if _, err := write.NewApplier(write.Structs(cs.AppsV1().Deployments)).Apply(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write.NewApplier(cs.AppsV1().Deployments).WithFieldManager("scaler").Apply(ctx, replicas(4)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := write.NewApplier(write.Structs(cs.AppsV1().Deployments)).Apply(ctx, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(d.Spec.Replicas, -1); got != 4 {
+		t.Errorf("the struct's apply changed the scaler's replicas to %d", got)
+	}
+	var sent []string
+	for _, a := range cs.Actions() {
+		if p, ok := a.(k8stesting.PatchActionImpl); ok && p.PatchOptions.FieldManager == "controller" {
+			sent = append(sent, strings.TrimSpace(string(p.Patch)))
+		}
+	}
+	want := `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"shop"},"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx"}]}}}}`
+	if len(sent) != 2 || sent[0] != want || sent[1] != want {
+		t.Errorf("intents sent:\n%s\nwant twice:\n%s", strings.Join(sent, "\n"), want)
+	}
+	d, err = write.NewOwnedApplier[*appsv1.Deployment](write.Structs(cs.AppsV1().Deployments), deployKind).
+		Apply(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api", UID: "uid-api"}}, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(d); ref == nil || ref.UID != "uid-api" {
+		t.Errorf("owned struct apply: controller %v, want Deployment api", ref)
+	}
+	var nilClients func(string) appsv1client.DeploymentInterface
+	if _, err := write.NewApplier(write.Structs(nilClients)).Apply(ctx, web); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("nil clients: %v", err)
+	}
+	nilClient := func(string) appsv1client.DeploymentInterface { return nil }
+	if _, err := write.NewOwnedApplier[*appsv1.Deployment](write.Structs(nilClient), deployKind).Apply(ctx, webOwner(), web); !errors.Is(err, controller.ErrNilArgument) {
+		t.Errorf("a nil client: %v", err)
+	}
+}

@@ -31,6 +31,9 @@
 //     sent.
 //   - For a custom resource, its own Go struct, through client.FromDynamicNamespaced's
 //     client: NewApplier(client.FromDynamicNamespaced[*Website](dyn.Resource(gvr))).
+//   - For a built-in kind, as a convenience, its own Go struct too, through Structs:
+//     NewApplier(Structs(clientset.AppsV1().Deployments)) applies *appsv1.Deployment
+//     values, converted to apply configurations by the rules below.
 //
 // A Go struct's intent: the caller fills a new struct with only what it owns, its
 // apiVersion and kind (TypeMeta), name and namespace. What is sent is the struct's JSON
