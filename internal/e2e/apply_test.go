@@ -221,6 +221,20 @@ func TestServerSideApply(t *testing.T) {
 		t.Logf("the conflict: %v", err)
 	})
 
+	t.Run("an apply that changes nothing writes nothing", func(t *testing.T) {
+		first, err := deployments.Apply(ctx, owner, web("nginx:1.3"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := deployments.Apply(ctx, owner, web("nginx:1.3"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.ResourceVersion != first.ResourceVersion {
+			t.Errorf("a repeated apply wrote: resource version %s, then %s", first.ResourceVersion, again.ResourceVersion)
+		}
+	})
+
 	t.Run("an object another owner controls is never applied to", func(t *testing.T) {
 		other := &website.Website{TypeMeta: owner.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other", UID: "uid-of-another"}}
 		before, err := admin.kube.AppsV1().Deployments(ns).Get(ctx, "shop", metav1.GetOptions{})
