@@ -13,7 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/examples/website"
 	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/crd"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
@@ -78,7 +78,7 @@ func owns(fields string, path ...string) bool {
 
 func TestServerSideApply(t *testing.T) {
 	checkLeaksAtEnd(t)
-	cp := testenv.Start(t, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{website.CRD()}})
+	cp := testenv.Start(t, testenv.Options{Definitions: []*crd.Definition{website.Definition()}})
 	admin := newClients(t, cp.AdminConfig())
 	const ns = "apply"
 	createNamespaces(t, admin.kube, ns)
