@@ -53,6 +53,9 @@ type Options struct {
 	LeaderElection *leaderelection.Config
 	// HealthProbeAddress, when set, is where /healthz and /readyz are served.
 	HealthProbeAddress string
+	// OnError, when set, receives every reconcile error instead of the log
+	// (typed.Options.OnError); it must not block.
+	OnError func(ctx context.Context, key string, err error)
 	// InstallCRD, when set, installs or upgrades the CronJob CRD before any cache starts.
 	InstallCRD apiextensionsclient.Interface
 }
@@ -89,7 +92,7 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 	// computes the same and writes nothing), when a Job they control changes, and at
 	// their next scheduled time.
 	b := manager.For(m, manager.Namespaced[*CronJob](cronJobs), manager.CacheOptions[*CronJob]{Namespaces: []string{opts.Namespace}}).
-		WithKind(Kind).WithOptions(typed.Options{Clock: clk})
+		WithKind(Kind).WithOptions(typed.Options{Clock: clk, OnError: opts.OnError})
 	c := &Controller{Manager: m, CronJobs: b.Cache(),
 		Jobs: manager.Owns(b, manager.Namespaced[*batchv1.Job](cs.BatchV1().Jobs).With(manager.Index(ownerIndex, controllerUID)))}
 	r := &reconciler{jobs: c.Jobs, cs: cs, clock: clk, recorder: recorder,

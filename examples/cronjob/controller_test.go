@@ -148,7 +148,11 @@ func start(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface) *harnes
 		t.Fatal(err)
 	}
 	h := &harness{cs: cs, dyn: dyn, ns: ns.Name, clock: clocktesting.NewFakeClock(time.Now())}
-	c, err := cronjob.New(cs, dyn, cronjob.Options{Namespace: h.ns, Clock: h.clock})
+	// A reconcile error fails the test: a create that finds its Job already there
+	// (the Jobs cache not showing it yet) is not one.
+	c, err := cronjob.New(cs, dyn, cronjob.Options{Namespace: h.ns, Clock: h.clock, OnError: func(_ context.Context, key string, err error) {
+		t.Errorf("reconciling %s: %v", key, err)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
