@@ -63,6 +63,19 @@ func TestCronJobController(t *testing.T) {
 		}
 	})
 
+	t.Run("two controllers at once (a leader hand-over) create one Job per schedule, and neither fails", func(t *testing.T) {
+		h := start(t, cs, dyn)
+		h.run(t) // the second, without leader election: both reconcile every key
+		first := h.create(t, "twice", every)
+		var started []time.Time
+		for i := range 3 {
+			h.step(t, first.Add(time.Duration(i)*time.Minute))
+			started = append(started, first.Add(time.Duration(i)*time.Minute))
+			h.jobs(t, "twice", started...)
+		}
+		h.status(t, "twice", first.Add(2*time.Minute), first, first.Add(time.Minute), first.Add(2*time.Minute))
+	})
+
 	t.Run("Forbid starts nothing while a Job is active; once it finished, the run held back starts", func(t *testing.T) {
 		h := start(t, cs, dyn)
 		first := h.create(t, "one", every, func(c *cronjob.CronJob) { c.Spec.ConcurrencyPolicy = cronjob.ForbidConcurrent })
@@ -148,9 +161,21 @@ func start(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface) *harnes
 		t.Fatal(err)
 	}
 	h := &harness{cs: cs, dyn: dyn, ns: ns.Name, clock: clocktesting.NewFakeClock(time.Now())}
+	h.run(t)
+	t.Cleanup(func() {
+		if h.late > 0 {
+			t.Logf("touched the CronJob %d times because a requeue timer was set after the clock stepped", h.late)
+		}
+	})
+	return h
+}
+
+// run runs a controller in h's namespace on h's clock until the test ends.
+func (h *harness) run(t *testing.T) {
+	t.Helper()
 	// A reconcile error fails the test: a create that finds its Job already there
 	// (the Jobs cache not showing it yet) is not one.
-	c, err := cronjob.New(cs, dyn, cronjob.Options{Namespace: h.ns, Clock: h.clock, OnError: func(_ context.Context, key string, err error) {
+	c, err := cronjob.New(h.cs, h.dyn, cronjob.Options{Namespace: h.ns, Clock: h.clock, OnError: func(_ context.Context, key string, err error) {
 		t.Errorf("reconciling %s: %v", key, err)
 	}})
 	if err != nil {
@@ -164,11 +189,7 @@ func start(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface) *harnes
 		if err := <-done; err != nil {
 			t.Errorf("the controller's Run: %v", err)
 		}
-		if h.late > 0 {
-			t.Logf("touched the CronJob %d times because a requeue timer was set after the clock stepped", h.late)
-		}
 	})
-	return h
 }
 
 // create creates the tutorial's sample CronJob named name, changed as changes say, once
