@@ -3,6 +3,12 @@
 // struct, and its CustomResourceDefinition built from that struct at run time
 // by typed/crd, with the tutorial's validation stated in Go instead of marker
 // comments. No code generation: DeepCopyObject is written by hand.
+//
+// It also holds the tutorial's controller
+// (https://book.kubebuilder.io/cronjob-tutorial/controller-implementation) on a
+// manager.Manager: New wires it, Reconcile (controller.go) acts on what plan (plan.go)
+// decides from the CronJob, its Jobs and the clock, and ParseSchedule (schedule.go) reads
+// the cron schedule without a dependency. cmd/cronjob-operator runs it.
 package cronjob
 
 import (
