@@ -76,8 +76,21 @@ func TestAManagerInstallsCRDsFromGoTypesBeforeItsCaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := manager.New(manager.Options{InstallCRDs: install})
+	running := make(chan struct{})
+	// Runnables start once the install is done.
+	if err := other.Add("running", manager.EveryReplica(manager.RunnableFunc(func(ctx context.Context) error {
+		close(running)
+		<-ctx.Done()
+		return nil
+	}))); err != nil {
+		t.Fatal(err)
+	}
 	stopOther := start(t, other)
-	time.Sleep(time.Second) // the second replica's install is done by now; Run gives no signal of it
+	select {
+	case <-running:
+	case <-time.After(time.Minute):
+		t.Fatal("the second replica's runnables did not start within a minute of its install")
+	}
 	stopOther()
 	after, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(timeout(t), before.Name, metav1.GetOptions{})
 	if err != nil {

@@ -382,9 +382,10 @@ func (m *Manager) fail(ctx context.Context, err error) {
 }
 
 // Run runs the Manager until ctx ends or a runnable fails: it serves the health probes,
-// starts every cache acquired so far (and every cache acquired later, as it is acquired),
-// the runnables that run on every replica, and leader election, whose terms run the loops
-// and the other runnables.
+// installs Options.InstallCRDs (an install that fails ends Run with its error, and one
+// that ctx ends, with nil), then starts every cache acquired so far (and every cache
+// acquired later, as it is acquired), the runnables that run on every replica, and leader
+// election, whose terms run the loops and the other runnables.
 //
 // Then it shuts down gracefully: it ends the runnables' contexts (loops stop taking keys
 // and let in-flight reconciles finish; while leading, they then reconcile the deletions
@@ -428,6 +429,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.ended = true
 		close(m.stoppedCh)
 		m.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil // ended while installing CRDs: a shutdown, not a failure
+		}
 		return err
 	}
 	// What Acquire and Add registered until now, meanwhile included, starts here, under
