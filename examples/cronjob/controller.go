@@ -11,17 +11,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/client"
-	"github.com/typedinformer/typedinformer/typed/consistency"
 	"github.com/typedinformer/typedinformer/typed/crd"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/manager"
@@ -95,8 +92,8 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 		WithKind(Kind).WithOptions(typed.Options{Clock: clk, OnError: opts.OnError})
 	c := &Controller{Manager: m, CronJobs: b.Cache(),
 		Jobs: manager.Owns(b, manager.Namespaced[*batchv1.Job](cs.BatchV1().Jobs).With(manager.Index(ownerIndex, controllerUID)))}
-	r := &reconciler{jobs: c.Jobs, cs: cs, clock: clk, recorder: recorder,
-		create: write.NewOwned[*CronJob](cs.BatchV1().Jobs, Kind).WithCache(c.Jobs),
+	r := &reconciler{jobs: c.Jobs, clock: clk, recorder: recorder,
+		ownedJobs: write.NewOwned[*CronJob](cs.BatchV1().Jobs, Kind).WithCache(c.Jobs),
 		// The status writer rather than the status applier: Active is replaced whole
 		// either way (an atomic list), and the writer reads as "change the status I
 		// have", compares, and writes nothing when nothing changed; the applier would
@@ -119,12 +116,11 @@ func controllerUID(j *batchv1.Job) ([]string, error) {
 }
 
 type reconciler struct {
-	jobs     *manager.Cache[*batchv1.Job]
-	cs       kubernetes.Interface
-	clock    clock.Clock
-	recorder *write.Recorder
-	create   *write.Owned[*CronJob, *batchv1.Job]
-	status   *write.StatusWriter[*CronJob, CronJobStatus]
+	jobs      *manager.Cache[*batchv1.Job]
+	clock     clock.Clock
+	recorder  *write.Recorder
+	ownedJobs *write.Owned[*CronJob, *batchv1.Job]
+	status    *write.StatusWriter[*CronJob, CronJobStatus]
 }
 
 // Reconcile runs a CronJob: it reports its active Jobs, deletes finished Jobs beyond the
@@ -161,7 +157,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req typed.Request[*CronJob])
 			}
 			jobs.active = nil
 		}
-		job, change, err := r.create.CreateOnly(ctx, cj, cj.Namespace, jobName(cj, run.scheduled), func(j *batchv1.Job) { buildJob(cj, run.scheduled, j) })
+		job, change, err := r.ownedJobs.CreateOnly(ctx, cj, cj.Namespace, jobName(cj, run.scheduled), func(j *batchv1.Job) { buildJob(cj, run.scheduled, j) })
 		if err != nil {
 			return typed.Result{}, err
 		}
@@ -204,19 +200,13 @@ func (r *reconciler) deleteOldest(ctx context.Context, cj *CronJob, finished []*
 	return nil
 }
 
-// delete deletes j, its pods in the background, with its UID as a precondition, and
-// records the deletion for read-your-writes: the next reconcile does not see it again.
+// delete deletes j if cj controls it, its pods in the background (write.Owned.Delete:
+// the UID checked is the precondition, and the deletion is recorded for read-your-writes,
+// so the next reconcile does not see it again).
 func (r *reconciler) delete(ctx context.Context, cj *CronJob, j *batchv1.Job) error {
-	err := r.cs.BatchV1().Jobs(j.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
-		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground), Preconditions: metav1.NewUIDPreconditions(string(j.UID))})
-	if apierrors.IsNotFound(err) || err == nil {
-		consistency.Deleted(ctx, j)
-	}
-	if err == nil {
+	deleted, err := r.ownedJobs.Delete(ctx, cj, j.Namespace, j.Name)
+	if deleted {
 		r.recorder.Eventf(cj, j, corev1.EventTypeNormal, "Deleted", "DeleteJob", "Deleted Job %s", j.Name)
-	}
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) { // gone, or another Job now has its name
-		return nil
 	}
 	return err
 }

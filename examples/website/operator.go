@@ -20,7 +20,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -87,7 +86,7 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 	o := &Operator{Manager: m, Websites: b.Cache(),
 		Deployments: manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments)),
 		ConfigMaps:  manager.Owns(b, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps))}
-	r := &reconciler{o: o, cs: cs, recorder: recorder,
+	r := &reconciler{o: o, recorder: recorder,
 		status:      write.NewStatusWriter(websites, func(w *Website) *WebsiteStatus { return &w.Status }),
 		deployments: write.NewOwned[*Website](cs.AppsV1().Deployments, Kind).WithCache(o.Deployments),
 		configMaps:  write.NewOwned[*Website](cs.CoreV1().ConfigMaps, Kind).WithCache(o.ConfigMaps)}
@@ -101,7 +100,6 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 
 type reconciler struct {
 	o           *Operator
-	cs          kubernetes.Interface
 	recorder    *write.Recorder
 	status      *write.StatusWriter[*Website, WebsiteStatus]
 	deployments *write.Owned[*Website, *appsv1.Deployment]
@@ -171,28 +169,22 @@ func (r *reconciler) record(w *Website, kind string, change write.Change, err er
 // cleanup deletes what the Website controls, before the finalizer lets it go: no garbage
 // collector is needed, and what another owner controls is left alone.
 func (r *reconciler) cleanup(ctx context.Context, w *Website) error {
-	return errors.Join(deleteControlled(ctx, r.cs.AppsV1().Deployments(w.Namespace), w, r.recorder, "Deployment"),
-		deleteControlled(ctx, r.cs.CoreV1().ConfigMaps(w.Namespace), w, r.recorder, "ConfigMap"))
+	return errors.Join(r.deleted(w, "Deployment")(r.deployments.Delete(ctx, w, w.Namespace, w.Name)),
+		r.deleted(w, "ConfigMap")(r.configMaps.Delete(ctx, w, w.Namespace, w.Name)))
 }
 
-// deleteControlled deletes w's namesake of kind through c if w controls it, with its UID
-// as a precondition so that an object made anew meanwhile is not deleted, and records it.
-// A cleanup that runs again (a reconcile from a cache that has not yet seen the
-// finalizer's removal) finds nothing to delete and records nothing.
-func deleteControlled[T metav1.Object](ctx context.Context, c interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
-	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
-}, w *Website, recorder *write.Recorder, kind string) error {
-	obj, err := c.Get(ctx, w.Name, metav1.GetOptions{})
-	if err == nil && metav1.IsControlledBy(obj, w) {
-		if err = c.Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))}); err == nil {
-			recorder.Eventf(w, nil, corev1.EventTypeNormal, "Deleted", "Delete"+kind, "Deleted %s %s", kind, w.Name)
+// deleted records an Event for a deletion of w's namesake of kind, and leaves alone one
+// that another owner controls: it is not the Website's to clean up.
+func (r *reconciler) deleted(w *Website, kind string) func(bool, error) error {
+	return func(deleted bool, err error) error {
+		if deleted {
+			r.recorder.Eventf(w, nil, corev1.EventTypeNormal, "Deleted", "Delete"+kind, "Deleted %s %s", kind, w.Name)
 		}
+		if errors.Is(err, write.ErrControlledByOther) {
+			return nil
+		}
+		return err
 	}
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }
 
 // merged returns labels with add set, keeping what others set.

@@ -80,6 +80,17 @@ func (d *Dynamic[T]) Patch(ctx context.Context, name string, pt types.PatchType,
 	return d.written(ctx, "Patch")(d.client.Patch(ctx, name, pt, data, opts, subresources...))
 }
 
+// Delete deletes the object name. Unlike the other writes it records nothing for the
+// reconcile, having no object to record: write.Owned.Delete does, and a reconciler
+// deleting through Delete itself records the object it deleted with consistency.Deleted.
+func (d *Dynamic[T]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if d == nil {
+		_, err := d.nilClient()
+		return err
+	}
+	return d.client.Delete(ctx, name, opts)
+}
+
 func (d *Dynamic[T]) nilClient() (T, error) {
 	var zero T
 	return zero, fmt.Errorf("%w: the dynamic client of a Dynamic[%T]", controller.ErrNilArgument, zero)

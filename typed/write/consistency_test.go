@@ -19,8 +19,9 @@ import (
 
 // recorded keeps the objects a reconcile's writers record.
 type recorded struct {
-	mu    sync.Mutex
-	wrote []string
+	mu      sync.Mutex
+	wrote   []string
+	deleted []string
 }
 
 func (r *recorded) Wrote(obj runtime.Object) {
@@ -30,7 +31,18 @@ func (r *recorded) Wrote(obj runtime.Object) {
 	r.wrote = append(r.wrote, o.GetName()+"@"+o.GetResourceVersion())
 }
 
-func (r *recorded) Deleted(runtime.Object) {}
+func (r *recorded) Deleted(obj runtime.Object) {
+	o := obj.(metav1.Object)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deleted = append(r.deleted, o.GetName()+"@"+string(o.GetUID()))
+}
+
+func (r *recorded) deletions() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.deleted...)
+}
 
 func (r *recorded) all() []string {
 	r.mu.Lock()

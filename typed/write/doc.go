@@ -73,7 +73,7 @@
 // value such as clientset.AppsV1().Deployments is one as it is,
 // client.FromDynamicNamespaced makes one for a custom resource's Go struct, and
 // ClusterScoped one for a cluster-scoped kind. The client types are small interfaces
-// (Getter, Patcher, StatusUpdater, CreateUpdater, ApplyClient, StatusApplyClient,
+// (Getter, Patcher, StatusUpdater, OwnedClient, ApplyClient, StatusApplyClient,
 // OwnedApplyClient) that generated clients and
 // *client.Dynamic[T] satisfy with no adapter, and from which Go infers the object type.
 //

@@ -53,7 +53,7 @@ const (
 // correct); the copies made from it share what it remembers, and a copy WithCache makes
 // of an Owned without a cache starts remembering from its own writes.
 type Owned[O event.Object, T event.Object] struct {
-	clients   func(namespace string) (CreateUpdater[T], error)
+	clients   func(namespace string) (OwnedClient[T], error)
 	ownerKind schema.GroupVersionKind
 	cache     CacheReader[T]
 	last      *lastWrites[T]
@@ -70,9 +70,9 @@ type Owned[O event.Object, T event.Object] struct {
 // from generated clients carry no apiVersion and kind, and a custom resource's Go struct
 // is in no scheme. A wrong kind in an owner reference would silently keep the garbage
 // collector from deleting the object with its owner.
-func NewOwned[O event.Object, T event.Object, C CreateUpdater[T]](clients func(namespace string) C, ownerKind schema.GroupVersionKind) *Owned[O, T] {
+func NewOwned[O event.Object, T event.Object, C OwnedClient[T]](clients func(namespace string) C, ownerKind schema.GroupVersionKind) *Owned[O, T] {
 	return &Owned[O, T]{
-		clients:   perNamespace(clients, func(c C) CreateUpdater[T] { return c }),
+		clients:   perNamespace(clients, func(c C) OwnedClient[T] { return c }),
 		ownerKind: ownerKind,
 	}
 }
@@ -194,7 +194,7 @@ func (o *Owned[O, T]) CreateOrUpdate(ctx context.Context, owner O, namespace, na
 // prepare checks the arguments of a write of namespace/name owned by owner (noFn: the
 // function describing the object, named fn, is nil) and returns the controller reference
 // the object should carry and the client of its namespace.
-func (o *Owned[O, T]) prepare(owner O, namespace, name string, noFn bool, fn string) (metav1.OwnerReference, CreateUpdater[T], error) {
+func (o *Owned[O, T]) prepare(owner O, namespace, name string, noFn bool, fn string) (metav1.OwnerReference, OwnedClient[T], error) {
 	switch {
 	case o == nil:
 		return metav1.OwnerReference{}, nil, fmt.Errorf("%w: the Owned", controller.ErrNilArgument)

@@ -39,11 +39,13 @@ type StatusUpdater[T event.Object] interface {
 	UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
-// CreateUpdater reads, creates and updates objects: what Owned needs.
-type CreateUpdater[T event.Object] interface {
+// OwnedClient reads, creates, updates and deletes objects: what Owned needs. Generated
+// clients and client.Dynamic are ones.
+type OwnedClient[T event.Object] interface {
 	Getter[T]
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
 // CacheReader reads a cached object by namespace and name: the one method of the read

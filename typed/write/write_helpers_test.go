@@ -22,10 +22,10 @@ import (
 var (
 	_ write.Patcher[*appsv1.Deployment]       = appsv1client.DeploymentInterface(nil)
 	_ write.StatusUpdater[*appsv1.Deployment] = appsv1client.DeploymentInterface(nil)
-	_ write.CreateUpdater[*appsv1.Deployment] = appsv1client.DeploymentInterface(nil)
+	_ write.OwnedClient[*appsv1.Deployment]   = appsv1client.DeploymentInterface(nil)
 	_ write.Patcher[*Gadget]                  = (*client.Dynamic[*Gadget])(nil)
 	_ write.StatusUpdater[*Gadget]            = (*client.Dynamic[*Gadget])(nil)
-	_ write.CreateUpdater[*Gadget]            = (*client.Dynamic[*Gadget])(nil)
+	_ write.OwnedClient[*Gadget]              = (*client.Dynamic[*Gadget])(nil)
 )
 
 // Gadget is a custom resource's Go struct with a status. Its DeepCopyObject copies only

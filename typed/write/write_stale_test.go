@@ -198,6 +198,30 @@ func (c *rvClient[T]) UpdateStatus(_ context.Context, obj T, _ metav1.UpdateOpti
 	})
 }
 
+// Delete marks the object deleted, if the precondition's UID is the stored object's: it
+// goes at once, or once its last finalizer is removed.
+func (c *rvClient[T]) Delete(_ context.Context, name string, opts metav1.DeleteOptions) error {
+	c.call("delete", name)
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.objects[rvKey(c.namespace, name)]
+	if !ok {
+		return apierrors.NewNotFound(s.resource, name)
+	}
+	uid := ""
+	if opts.Preconditions != nil && opts.Preconditions.UID != nil {
+		uid = string(*opts.Preconditions.UID)
+	}
+	if err := s.preconditionsLocked(name, old, "", uid); err != nil {
+		return err
+	}
+	m := rvCopy(old)
+	rvMeta(m)["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+	s.storeLocked(c.namespace, name, m)
+	return nil
+}
+
 // replace stores obj, as keep changes it given the stored object, if obj's resource
 // version and UID are the stored object's.
 func (c *rvClient[T]) replace(obj T, keep func(old, m map[string]any)) (T, error) {
