@@ -114,7 +114,7 @@ func (l *Loop[T]) reconcileDeletion(held context.Context, run *loopRun[T], key s
 	switch {
 	case err != nil:
 		l.report(held, logger, key, fmt.Errorf("%w: %w", ErrHandedOver, err), IsTerminal(err))
-	case res.RequeueAfter > 0:
-		l.report(held, logger, key, fmt.Errorf("%w: it asked to be requeued after %v", ErrHandedOver, res.RequeueAfter), false)
+	case res.RequeueAfter > 0 || !res.RequeueAt.IsZero():
+		l.report(held, logger, key, fmt.Errorf("%w: it asked to be requeued (after %v, at %v)", ErrHandedOver, res.RequeueAfter, res.RequeueAt), false)
 	}
 }

@@ -333,6 +333,7 @@ func (f *fixedDelay) NumRequeues(key string) int {
 
 func TestTerminalCancelsWhatAnEarlierReconcileScheduled(t *testing.T) {
 	boom := errors.New("boom")
+	start := time.Now()
 	tests := []struct {
 		name     string
 		first    typed.Result
@@ -344,12 +345,14 @@ func TestTerminalCancelsWhatAnEarlierReconcileScheduled(t *testing.T) {
 		{name: "a scheduled requeue runs when due", first: typed.Result{RequeueAfter: time.Second}, want: 2},
 		{name: "a terminal error cancels a scheduled retry", firstErr: boom, terminal: true, want: 2},
 		{name: "a terminal error cancels a scheduled requeue", first: typed.Result{RequeueAfter: time.Second}, terminal: true, want: 2},
+		{name: "a requeue at a time runs when the clock reaches it", first: typed.Result{RequeueAt: start.Add(time.Second)}, want: 2},
+		{name: "a requeue at a time and after a duration runs at the earlier", first: typed.Result{RequeueAt: start.Add(time.Hour), RequeueAfter: time.Second}, want: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := fake.New[obj, list](cm("a", "1"))
 			c := testctl.New(t, src, controller.Options[obj]{})
-			clk := testingclock.NewFakeClock(time.Now())
+			clk := testingclock.NewFakeClock(start)
 			var attempts atomic.Int32
 			got := newCalls()
 			l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(_ context.Context, req typed.Request[obj]) (typed.Result, error) {
@@ -399,6 +402,34 @@ func TestTerminalCancelsWhatAnEarlierReconcileScheduled(t *testing.T) {
 				t.Errorf("%d retries still scheduled, want none", got)
 			}
 		})
+	}
+}
+
+// A reconcile that computes its next time from the Loop's clock and returns it as
+// RequeueAt is reconciled again when the clock reaches it, even if the clock got there
+// before the Loop scheduled the requeue: RequeueAfter would count from then and miss it.
+func TestARequeueAtATimeTheClockHasPassedRunsAtOnce(t *testing.T) {
+	src := fake.New[obj, list](cm("a", "1"))
+	c := testctl.New(t, src, controller.Options[obj]{})
+	clk := testingclock.NewFakeClock(time.Now())
+	var attempts atomic.Int32
+	got := newCalls()
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+		defer got.add("reconcile")
+		if attempts.Add(1) > 1 {
+			return typed.Result{}, nil
+		}
+		next := clk.Now().Add(time.Minute)
+		clk.Step(time.Minute) // the test's clock moves on while the reconcile returns
+		return typed.Result{RequeueAt: next}, nil
+	}), typed.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(context.Background(), t, src, c, l)
+	got.wait(t, 2) // no further step of the clock
+	if got := l.ScheduledRetries(); got != 0 {
+		t.Errorf("%d retries still scheduled, want none", got)
 	}
 }
 

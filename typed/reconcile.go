@@ -45,6 +45,23 @@ type Request[T event.Object] struct {
 type Result struct {
 	// RequeueAfter, when positive, reconciles the key again after this long.
 	RequeueAfter time.Duration
+	// RequeueAt, when set, reconciles the key again at this time of the Loop's clock
+	// (Options.Clock), at once when it has passed: for a schedule, whose next time the
+	// reconcile computes from the clock, RequeueAfter would count from when the Loop
+	// schedules it, after the reconcile returned. With both set, the earlier wins.
+	RequeueAt time.Time
+}
+
+// requeueIn says whether r asks for a requeue, and in how long from now.
+func (r Result) requeueIn(now time.Time) (time.Duration, bool) {
+	if r.RequeueAt.IsZero() {
+		return r.RequeueAfter, r.RequeueAfter > 0
+	}
+	d := max(r.RequeueAt.Sub(now), 0)
+	if r.RequeueAfter > 0 {
+		d = min(d, r.RequeueAfter)
+	}
+	return d, true
 }
 
 // Reconciler makes the world match one key's desired state. It must be idempotent: it
@@ -469,11 +486,17 @@ func (l *Loop[T]) depth(q *keyQueue) {
 // was scheduled.
 func (l *Loop[T]) retryAfter(run *loopRun[T], key string, p priority, d time.Duration) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.run != run {
+		l.mu.Unlock()
 		return // Run is returning; nothing may outlive it
 	}
 	l.cancelRetryLocked(run, key)
+	if d <= 0 { // due already: a fake clock's timer would wait for its next step
+		run.q.Add(key, p)
+		l.mu.Unlock()
+		l.depth(run.q)
+		return
+	}
 	run.timers.Add(1)
 	var t clock.Timer
 	t = l.opts.Clock.AfterFunc(d, func() {
@@ -490,6 +513,7 @@ func (l *Loop[T]) retryAfter(run *loopRun[T], key string, p priority, d time.Dur
 		}
 	})
 	run.retries[key] = t
+	l.mu.Unlock()
 }
 
 // cancelRetryLocked cancels key's scheduled retry, if any. Called with l.mu held.
@@ -558,6 +582,7 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 	start := time.Now()
 	res, err := l.reconcile(klog.NewContext(l.withRecorder(rctx, run, key), logger), req)
 	l.metrics.Call(ctx, "ReconcileLatency", func(m Metrics) { m.ReconcileLatency(l.opts.Name, time.Since(start)) })
+	requeueIn, requeue := res.requeueIn(l.opts.Clock.Now())
 	switch {
 	case err != nil && !IsTerminal(err) && interrupted(ctx, err):
 		// Cut short by the Loop stopping, which is routine: not a failure to report or
@@ -568,10 +593,10 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 		// and the part's HandOver a deletion, which keeps its last state for it.
 		logger.V(2).Info("Reconcile interrupted: its part was handed over", "err", err)
 		l.forgetFailures(run, key)
-	case err == nil && res.RequeueAfter > 0:
+	case err == nil && requeue:
 		// Still pending: a deletion keeps its last state for the requeued reconcile.
 		l.forgetFailures(run, key)
-		l.retryAfter(run, key, prio, res.RequeueAfter)
+		l.retryAfter(run, key, prio, requeueIn)
 	case err == nil:
 		l.done(run, key)
 	case IsTerminal(err):

@@ -170,7 +170,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req typed.Request[*CronJob])
 		jobs.lastScheduled = later(jobs.lastScheduled, run.scheduled)
 	}
 	klog.FromContext(ctx).V(2).Info("Scheduled", "start", run.start, "why", run.why, "next", run.next)
-	return typed.Result{RequeueAfter: run.next.Sub(now)}, r.writeStatus(ctx, cj, jobs)
+	return typed.Result{RequeueAt: run.next}, r.writeStatus(ctx, cj, jobs)
 }
 
 // writeStatus reports the active Jobs and the latest scheduled time.
