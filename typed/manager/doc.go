@@ -91,6 +91,17 @@
 // and reconcile carries it (write.WithFieldManager), so write.Applier and
 // write.OwnedApplier need not be told.
 //
+// # Metrics
+//
+// Options.Metrics receives the counters and gauges of every cache and loop (Metrics);
+// Options.MetricsAddress and MetricsHandler serve them at /metrics on every replica
+// while Run runs, with the probes' server plumbing, optionally behind the API server's
+// authentication and authorization (Options.MetricsAuth: TokenReview, then
+// SubjectAccessReview of GET on the non-resource URL /metrics) and with pprof
+// (Options.Pprof). The Manager imports no metrics library: the Prometheus adapter,
+// module github.com/typedinformer/typedinformer/typed/metrics/prometheus, gives both the
+// sink and the handler, with controller-runtime's metric names.
+//
 // Unlike controller-runtime's, a Manager that loses leadership does not exit: its loops
 // stop, it stays a warm standby, and it campaigns again; its loops and leader runnables
 // run once per term.

@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/typedinformer/typedinformer/controller"
@@ -79,6 +80,36 @@ type Options struct {
 	// HealthProbeListener, when set, is used instead of listening on HealthProbeAddress;
 	// Run closes it when it returns. A typed nil counts as unset.
 	HealthProbeListener net.Listener
+	// MetricsAddress, when set (":8080"), is where Run serves MetricsHandler at /metrics
+	// until it returns; nothing is served when it and MetricsListener are unset. Run
+	// listens before it starts anything, so an address in use is Run's error, and stops
+	// serving last, once the caches have stopped, letting scrapes in flight finish for a
+	// few seconds. Run refuses an address or listener without a MetricsHandler.
+	MetricsAddress string
+	// MetricsListener, when set, is used instead of listening on MetricsAddress; Run
+	// closes it when it returns. A typed nil counts as unset.
+	MetricsListener net.Listener
+	// MetricsHandler serves /metrics: the Prometheus adapter's Handler (module
+	// github.com/typedinformer/typedinformer/typed/metrics/prometheus), or any
+	// http.Handler. The Manager imports no metrics library. A typed nil counts as unset.
+	MetricsHandler http.Handler
+	// MetricsAuth, when set, authenticates and authorizes every request to the metrics
+	// server through the API server, as controller-runtime's
+	// filters.WithAuthenticationAndAuthorization does: the request's bearer token is
+	// checked with a TokenReview (none, or one the server rejects: 401 Unauthorized),
+	// then its user is checked with a SubjectAccessReview for the request's verb ("get")
+	// on the non-resource URL of its path ("/metrics"; not allowed: 403 Forbidden). The
+	// Manager's identity needs permission to create tokenreviews
+	// (authentication.k8s.io) and subjectaccessreviews (authorization.k8s.io); a scraper
+	// needs a rule such as nonResourceURLs ["/metrics"], verbs ["get"]. Decisions are kept
+	// for MetricsAuthCacheTTL (allowed) or a tenth of it (refused), by token and path. It
+	// needs a metrics server; a typed nil counts as unset. Serve the metrics server over
+	// TLS (a TLS-terminating listener as MetricsListener) when tokens cross a network.
+	MetricsAuth kubernetes.Interface
+	// Pprof, when true, also serves net/http/pprof's profiles at /debug/pprof/ on the
+	// metrics server, behind MetricsAuth when it is set (the path authorized is the
+	// profile's, e.g. /debug/pprof/heap). It needs a metrics server.
+	Pprof bool
 	// ResyncPeriod, when positive, makes every cache redeliver each object that has
 	// nothing pending to its handlers and loops that often (controller.Options.ResyncPeriod).
 	ResyncPeriod time.Duration
@@ -129,7 +160,8 @@ type Options struct {
 // loop it is about, and no two interfaces of the family share a method name, so one
 // type implements it all and serves every cache and loop, given once as
 // Options.Metrics. The same type can implement shard.Metrics too, for a Sharder (which
-// the Manager does not make). The Prometheus adapter of examples/prometheus is one.
+// the Manager does not make). The Prometheus adapter of module
+// github.com/typedinformer/typedinformer/typed/metrics/prometheus is one.
 type Metrics interface {
 	controller.Metrics
 	typed.Metrics
@@ -381,17 +413,18 @@ func (m *Manager) fail(ctx context.Context, err error) {
 	cancel(err)
 }
 
-// Run runs the Manager until ctx ends or a runnable fails: it serves the health probes,
-// installs Options.InstallCRDs (an install that fails ends Run with its error, and one
-// that ctx ends, with nil), then starts every cache acquired so far (and every cache
-// acquired later, as it is acquired), the runnables that run on every replica, and leader
+// Run runs the Manager until ctx ends or a runnable fails: it serves the health probes
+// and the metrics (listening on both before it starts anything else), installs
+// Options.InstallCRDs (an install that fails ends Run with its error, and one that ctx
+// ends, with nil), then starts every cache acquired so far (and every cache acquired
+// later, as it is acquired), the runnables that run on every replica, and leader
 // election, whose terms run the loops and the other runnables.
 //
 // Then it shuts down gracefully: it ends the runnables' contexts (loops stop taking keys
 // and let in-flight reconciles finish; while leading, they then reconcile the deletions
 // they have queued, which the next leader's cache cannot show, for the election's
 // RenewDeadline at most), waits for them to return and for leader election to release
-// the Lease, then stops the caches and the probe server. It returns nil after a
+// the Lease, then stops the caches, the probe server and the metrics server. It returns nil after a
 // clean stop, or every runnable's error joined (a panic as *PanicError), each wrapped with
 // the runnable's name. It returns no later than Options.ShutdownTimeout after the
 // shutdown began, with an error wrapping ErrShutdownTimeout that names what still ran:
@@ -417,10 +450,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.runCtx, m.cancelRun, m.cacheCtx = runCtx, cancel, cacheCtx
 	m.mu.Unlock()
 
-	probes, err := m.serveProbes(ctx)
+	probes, metrics, err := m.serveAll(ctx)
 	if err == nil {
 		if err = m.installCRDs(ctx); err != nil {
 			probes.stop()
+			metrics.stop()
 		}
 	}
 	if err != nil {
@@ -455,7 +489,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	logger.Info("manager started", "leaderElection", m.opts.LeaderElection != nil)
 
 	<-runCtx.Done()
-	return m.shutdown(ctx, stopCaches, leaderDone, probes)
+	return m.shutdown(ctx, stopCaches, leaderDone, probes, metrics)
 }
 
 // runLeader runs the runnables that need leader election: in every term of leadership,
@@ -497,7 +531,7 @@ func (m *Manager) lead(ctx, held context.Context) {
 
 // shutdown stops the runnables, then the caches, then the probe server, within the
 // shutdown timeout, and returns Run's error.
-func (m *Manager) shutdown(ctx context.Context, stopCaches context.CancelFunc, leaderDone <-chan struct{}, probes *probeServer) error {
+func (m *Manager) shutdown(ctx context.Context, stopCaches context.CancelFunc, leaderDone <-chan struct{}, probes, metrics *server) error {
 	logger := klog.FromContext(ctx)
 	m.mu.Lock()
 	m.state = stopping
@@ -534,6 +568,7 @@ func (m *Manager) shutdown(ctx context.Context, stopCaches context.CancelFunc, l
 		}
 	}
 	probes.stop()
+	metrics.shutdown(metricsShutdownTimeout) // last: scrapes see the whole shutdown
 
 	m.mu.Lock()
 	errs := slices.Clone(m.errs)
@@ -580,46 +615,73 @@ func waitAll(waits ...func()) <-chan struct{} {
 	return done
 }
 
-// probeServer serves the health probes while Run runs; a nil one serves nothing.
-type probeServer struct {
+// server is an HTTP server Run runs, the probes' or the metrics'; a nil one serves
+// nothing.
+type server struct {
 	srv  *http.Server
 	done chan struct{}
 }
 
-// serveProbes starts serving /healthz and /readyz, if the options ask for it.
-func (m *Manager) serveProbes(ctx context.Context) (*probeServer, error) {
-	l := m.opts.HealthProbeListener
+// listen returns l, or a listener on address when l is nil or a typed nil, or nil when
+// both are unset.
+func listen(l net.Listener, address string) (net.Listener, error) {
 	if guard.IsNil(l) {
 		l = nil // a typed nil is none, not a listener to call
 	}
-	if l == nil && m.opts.HealthProbeAddress == "" {
-		return nil, nil
+	if l != nil || address == "" {
+		return l, nil
+	}
+	return net.Listen("tcp", address)
+}
+
+// serve serves h on l until stop, reporting a failure to serve as a failure of the
+// Manager.
+func (m *Manager) serve(ctx context.Context, what string, l net.Listener, h http.Handler) *server {
+	s := &server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+	klog.FromContext(ctx).Info("serving "+what, "address", l.Addr().String())
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			m.fail(ctx, fmt.Errorf("%s server: %w", what, err))
+		}
+	}()
+	return s
+}
+
+// serveProbes starts serving /healthz and /readyz, if the options ask for it.
+func (m *Manager) serveProbes(ctx context.Context) (*server, error) {
+	l, err := listen(m.opts.HealthProbeListener, m.opts.HealthProbeAddress)
+	if err != nil {
+		return nil, fmt.Errorf("serving health probes: %w", err)
 	}
 	if l == nil {
-		var err error
-		if l, err = net.Listen("tcp", m.opts.HealthProbeAddress); err != nil {
-			return nil, fmt.Errorf("serving health probes: %w", err)
-		}
+		return nil, nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", m.HealthzHandler())
 	mux.Handle("/readyz", m.ReadyzHandler())
-	p := &probeServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
-	logger := klog.FromContext(ctx)
-	logger.Info("serving health probes", "address", l.Addr().String())
-	go func() {
-		defer close(p.done)
-		if err := p.srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-			m.fail(ctx, fmt.Errorf("health probe server: %w", err))
-		}
-	}()
-	return p, nil
+	return m.serve(ctx, "health probes", l, mux), nil
 }
 
-func (p *probeServer) stop() {
-	if p == nil {
+// stop closes the server at once, ending the requests in flight.
+func (s *server) stop() {
+	if s == nil {
 		return
 	}
-	_ = p.srv.Close()
-	<-p.done
+	_ = s.srv.Close()
+	<-s.done
+}
+
+// shutdown stops the server gracefully: it stops listening, lets the requests in flight
+// finish for up to timeout, then closes what is left.
+func (s *server) shutdown(timeout time.Duration) {
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if s.srv.Shutdown(ctx) != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
 }
