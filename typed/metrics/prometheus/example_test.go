@@ -14,7 +14,7 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
-	typedprom "github.com/typedinformer/typedinformer/examples/prometheus"
+	typedprom "github.com/typedinformer/typedinformer/typed/metrics/prometheus"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
 )

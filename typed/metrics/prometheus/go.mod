@@ -1,4 +1,4 @@
-module github.com/typedinformer/typedinformer/examples/prometheus
+module github.com/typedinformer/typedinformer/typed/metrics/prometheus
 
 go 1.26.0
 
@@ -65,4 +65,4 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/typedinformer/typedinformer => ../..
+replace github.com/typedinformer/typedinformer => ../../..
