@@ -56,7 +56,7 @@ const LiveInARow = liveInARow
 type Queue struct{ q *keyQueue }
 
 // NewQueue returns an empty Queue.
-func NewQueue() Queue { return Queue{newKeyQueue()} }
+func NewQueue() Queue { return Queue{newKeyQueue(false)} }
 
 // Add queues key at live priority when live, at sync priority otherwise.
 func (q Queue) Add(key string, live bool) { q.q.Add(key, priorityOf(!live)) }

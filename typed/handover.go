@@ -106,6 +106,10 @@ func (l *Loop[T]) reconcileDeletion(held context.Context, run *loopRun[T], key s
 	start := time.Now()
 	res, err := l.reconcile(klog.NewContext(held, logger), deletion(key, last))
 	l.metrics.Call(held, "ReconcileLatency", func(m Metrics) { m.ReconcileLatency(l.opts.Name, time.Since(start)) })
+	if l.work.Set() {
+		o := outcome(held, held, res.requeues(), err)
+		l.work.Call(held, "Reconciled", func(m WorkMetrics) { m.Reconciled(l.opts.Name, o) })
+	}
 	l.mu.Lock()
 	if run.tombstones[key] == last {
 		delete(run.tombstones, key)
@@ -114,7 +118,7 @@ func (l *Loop[T]) reconcileDeletion(held context.Context, run *loopRun[T], key s
 	switch {
 	case err != nil:
 		l.report(held, logger, key, fmt.Errorf("%w: %w", ErrHandedOver, err), IsTerminal(err))
-	case res.RequeueAfter > 0 || !res.RequeueAt.IsZero():
+	case res.requeues():
 		l.report(held, logger, key, fmt.Errorf("%w: it asked to be requeued (after %v, at %v)", ErrHandedOver, res.RequeueAfter, res.RequeueAt), false)
 	}
 }

@@ -605,6 +605,13 @@ func (panickyMetrics) Retry(string)                           { panic("Retry boo
 func (panickyMetrics) ReconcileLatency(string, time.Duration) { panic("ReconcileLatency boom") }
 func (panickyMetrics) ReconcileError(string, bool)            { panic("ReconcileError boom") }
 
+// It is WorkMetrics too, panicking in those methods as well.
+func (panickyMetrics) Workers(string, int)                          { panic("Workers boom") }
+func (panickyMetrics) KeysQueued(string, int)                       { panic("KeysQueued boom") }
+func (panickyMetrics) WorkStarted(string, time.Duration, time.Time) { panic("WorkStarted boom") }
+func (panickyMetrics) WorkDone(string, time.Time)                   { panic("WorkDone boom") }
+func (panickyMetrics) Reconciled(string, typed.Outcome)             { panic("Reconciled boom") }
+
 func TestPanickingCallbacksDoNotStopTheLoop(t *testing.T) {
 	src := fake.New[obj, list](cm("a", "1"))
 	c := testctl.New(t, src, controller.Options[obj]{})

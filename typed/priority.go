@@ -3,6 +3,7 @@ package typed
 import (
 	"container/list"
 	"sync"
+	"time"
 )
 
 // priority orders the keys waiting in a Loop's queue.
@@ -52,6 +53,13 @@ type keyQueue struct {
 	// liveRun counts the live keys handed out in a row while sync keys waited.
 	liveRun  int
 	shutDown bool
+	// timed: the queue notes when each key is queued (see GetTimed), for WorkMetrics;
+	// no clock is read otherwise.
+	timed bool
+	// adds counts the keys that became queued (see WorkMetrics.KeysQueued);
+	// reportedAdds, guarded by the Loop's depthMu, is the count last reported.
+	adds         uint64
+	reportedAdds uint64
 }
 
 type dirtyKey struct {
@@ -59,10 +67,13 @@ type dirtyKey struct {
 	elem *list.Element // in waiting[prio]; nil while the key is being processed or parked
 	// parked: the key waits, neither queued nor processing, until Unpark (see Park).
 	parked bool
+	// queued is when the key was queued, or unparked; set only when the queue is timed.
+	queued time.Time
 }
 
-func newKeyQueue() *keyQueue {
-	q := &keyQueue{dirty: map[string]*dirtyKey{}, processing: map[string]struct{}{}}
+// newKeyQueue returns an empty queue; a timed one notes when keys are queued.
+func newKeyQueue(timed bool) *keyQueue {
+	q := &keyQueue{dirty: map[string]*dirtyKey{}, processing: map[string]struct{}{}, timed: timed}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
@@ -87,6 +98,10 @@ func (q *keyQueue) Add(key string, p priority) bool {
 		return true
 	}
 	d := &dirtyKey{prio: p}
+	if q.timed {
+		d.queued = time.Now()
+	}
+	q.adds++
 	q.dirty[key] = d
 	if _, busy := q.processing[key]; !busy {
 		d.elem = q.waiting[p].PushBack(key)
@@ -99,19 +114,27 @@ func (q *keyQueue) Add(key string, p priority) bool {
 // with its priority; shutdown is true, and nothing is handed out, once ShutDown is
 // called. The caller must call Done with the key when it has processed it.
 func (q *keyQueue) Get() (key string, p priority, shutdown bool) {
+	key, p, _, shutdown = q.GetTimed()
+	return key, p, shutdown
+}
+
+// GetTimed is Get, which also returns when the key was queued (or unparked); the zero
+// time unless the queue is timed.
+func (q *keyQueue) GetTimed() (key string, p priority, queued time.Time, shutdown bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for !q.shutDown && q.lenLocked() == 0 {
 		q.cond.Wait()
 	}
 	if q.shutDown {
-		return "", 0, true
+		return "", 0, time.Time{}, true
 	}
 	p = q.nextPriorityLocked()
 	key = q.waiting[p].Remove(q.waiting[p].Front()).(string)
+	queued = q.dirty[key].queued
 	delete(q.dirty, key)
 	q.processing[key] = struct{}{}
-	return key, p, false
+	return key, p, queued, false
 }
 
 // nextPriorityLocked picks the list the next key comes from; at least one is not empty.
@@ -164,6 +187,9 @@ func (q *keyQueue) Unpark(key string) {
 	defer q.mu.Unlock()
 	if d, ok := q.dirty[key]; ok && d.parked {
 		d.parked = false
+		if q.timed {
+			d.queued = time.Now()
+		}
 		d.elem = q.waiting[d.prio].PushFront(key)
 		q.cond.Signal()
 	}
@@ -182,6 +208,13 @@ func (q *keyQueue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.lenLocked()
+}
+
+// LenAndAdds returns Len and how many keys have become queued since the queue was made.
+func (q *keyQueue) LenAndAdds() (int, uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lenLocked(), q.adds
 }
 
 func (q *keyQueue) lenLocked() int {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,10 +53,13 @@ type Result struct {
 	RequeueAt time.Time
 }
 
+// requeues says whether r asks for a requeue.
+func (r Result) requeues() bool { return r.RequeueAfter > 0 || !r.RequeueAt.IsZero() }
+
 // requeueIn says whether r asks for a requeue, and in how long from now.
 func (r Result) requeueIn(now time.Time) (time.Duration, bool) {
 	if r.RequeueAt.IsZero() {
-		return r.RequeueAfter, r.RequeueAfter > 0
+		return r.RequeueAfter, r.requeues()
 	}
 	d := max(r.RequeueAt.Sub(now), 0)
 	if r.RequeueAfter > 0 {
@@ -102,6 +106,90 @@ type Metrics interface {
 	ReconcileLatency(loop string, d time.Duration)
 	// ReconcileError is called for each reconcile that returned an error.
 	ReconcileError(loop string, terminal bool)
+}
+
+// WorkMetrics is implemented by an Options.Metrics that also wants what client-go's
+// workqueue metrics and controller-runtime's reconcile metrics report (workqueue_adds_total,
+// workqueue_queue_duration_seconds, workqueue_work_duration_seconds,
+// controller_runtime_reconcile_total by result, controller_runtime_active_workers, ...):
+// the Loop checks for it with a type assertion, as for ConsistencyMetrics. Like Metrics,
+// every method carries the loop's name, and a panic in one is recovered and logged.
+// Without it the Loop reads no clock for these.
+type WorkMetrics interface {
+	// Workers is called when Run starts its workers, with Options.Workers.
+	Workers(loop string, n int)
+	// KeysQueued is called with the number of keys queued since its last call: a key
+	// counts when it becomes queued, not when it is added again while it waits, as
+	// client-go's workqueue counts adds. Its calls are made one at a time.
+	KeysQueued(loop string, n int)
+	// WorkStarted is called when a worker takes a key to reconcile it, with how long the
+	// key waited since it was queued (since its caches applied its writes, for a key that
+	// waited for them), and the time the work starts, which WorkDone repeats.
+	WorkStarted(loop string, waited time.Duration, start time.Time)
+	// WorkDone is called when the worker is done with the key it took at start.
+	WorkDone(loop string, start time.Time)
+	// Reconciled is called after each reconcile, with what it came to; a hand-over's
+	// reconciles of deletions (RunHandingOver) included.
+	Reconciled(loop string, outcome Outcome)
+}
+
+// Outcome is what a reconcile came to, as WorkMetrics.Reconciled reports it.
+type Outcome uint8
+
+const (
+	// Succeeded: no error, and no Result.RequeueAfter.
+	Succeeded Outcome = iota
+	// RequeuedAfter: no error, and a Result.RequeueAfter.
+	RequeuedAfter
+	// Failed: an error that is not Terminal; the key is retried (unless MaxRetries is
+	// reached, or in a hand-over).
+	Failed
+	// FailedTerminal: a Terminal error; the key waits for its next event.
+	FailedTerminal
+	// Panicked: the reconciler panicked; the panic, recovered, is a Failed reconcile's
+	// error.
+	Panicked
+	// Interrupted: an error that says only that the reconcile was cut short by the Loop
+	// stopping or its part moving; not a failure.
+	Interrupted
+)
+
+// String returns the outcome's name: "success", "requeue_after", "error",
+// "terminal_error", "panic" or "interrupted".
+func (o Outcome) String() string {
+	switch o {
+	case Succeeded:
+		return "success"
+	case RequeuedAfter:
+		return "requeue_after"
+	case Failed:
+		return "error"
+	case FailedTerminal:
+		return "terminal_error"
+	case Panicked:
+		return "panic"
+	case Interrupted:
+		return "interrupted"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// outcome classifies a reconcile's result; ctx is the Loop's, rctx the reconcile's.
+func outcome(ctx, rctx context.Context, requeue bool, err error) Outcome {
+	var p *controller.PanicError
+	switch {
+	case err == nil && requeue:
+		return RequeuedAfter
+	case err == nil:
+		return Succeeded
+	case IsTerminal(err):
+		return FailedTerminal
+	case interrupted(ctx, err) || interrupted(rctx, err):
+		return Interrupted
+	case errors.As(err, &p):
+		return Panicked
+	}
+	return Failed
 }
 
 // Options configure a Loop. The zero value is usable, and right for production: a failing
@@ -181,6 +269,8 @@ type Loop[T event.Object] struct {
 	metrics guard.Metrics[Metrics]
 	// consistencyMetrics is Options.Metrics when it is ConsistencyMetrics.
 	consistencyMetrics guard.Metrics[ConsistencyMetrics]
+	// work is Options.Metrics when it is WorkMetrics.
+	work guard.Metrics[WorkMetrics]
 
 	mu      sync.Mutex
 	depthMu sync.Mutex // orders the QueueDepth reports
@@ -276,6 +366,8 @@ func NewLoop[T event.Object](src Source[T], r Reconciler[T], opts Options, preds
 	l := &Loop[T]{src: src, parts: parts, r: r, opts: opts, preds: slices.Clone(preds), metrics: guard.NewMetrics(opts.Metrics, "loop", opts.Name)}
 	cm, _ := opts.Metrics.(ConsistencyMetrics)
 	l.consistencyMetrics = guard.NewMetrics(cm, "loop", opts.Name)
+	wm, _ := opts.Metrics.(WorkMetrics)
+	l.work = guard.NewMetrics(wm, "loop", opts.Name)
 	l.watch(reflect.TypeFor[T](), src)
 	return l, nil
 }
@@ -321,7 +413,7 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 		limiter = safeLimiter{l.opts.RateLimiter, limiter, klog.FromContext(ctx).WithValues("loop", l.opts.Name)}
 	}
 	run := &loopRun[T]{
-		q:          newKeyQueue(),
+		q:          newKeyQueue(l.work.Set()),
 		limiter:    limiter,
 		tombstones: map[string]T{},
 		retries:    map[string]clock.Timer{},
@@ -395,6 +487,7 @@ func (l *Loop[T]) serve(ctx, held context.Context) error {
 	if !l.fence(ctx, run.logger) {
 		return nil
 	}
+	l.work.Call(ctx, "Workers", func(m WorkMetrics) { m.Workers(l.opts.Name, l.opts.Workers) })
 	var wg sync.WaitGroup
 	for range l.opts.Workers {
 		wg.Go(func() {
@@ -471,7 +564,7 @@ func (l *Loop[T]) Enqueue(key string) {
 }
 
 func (l *Loop[T]) depth(q *keyQueue) {
-	if !l.metrics.Set() {
+	if !l.metrics.Set() && !l.work.Set() {
 		return
 	}
 	// Under a lock, so that reports arrive in the order of the lengths they carry: a
@@ -479,7 +572,12 @@ func (l *Loop[T]) depth(q *keyQueue) {
 	// leave a stale depth as the gauge's value until the next change.
 	l.depthMu.Lock()
 	defer l.depthMu.Unlock()
-	l.metrics.Call(context.Background(), "QueueDepth", func(m Metrics) { m.QueueDepth(l.opts.Name, q.Len()) })
+	n, adds := q.LenAndAdds()
+	l.metrics.Call(context.Background(), "QueueDepth", func(m Metrics) { m.QueueDepth(l.opts.Name, n) })
+	if added := adds - q.reportedAdds; added > 0 {
+		q.reportedAdds = adds
+		l.work.Call(context.Background(), "KeysQueued", func(m WorkMetrics) { m.KeysQueued(l.opts.Name, int(added)) })
+	}
 }
 
 // retryAfter schedules key to be reconciled again after d at priority p, replacing what
@@ -528,7 +626,7 @@ func (l *Loop[T]) cancelRetryLocked(run *loopRun[T], key string) {
 
 // next reconciles one key; it returns false once the queue has shut down.
 func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
-	key, prio, shutdown := run.q.Get()
+	key, prio, queued, shutdown := run.q.GetTimed()
 	if shutdown {
 		return false
 	}
@@ -538,6 +636,11 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 	defer run.q.Done(key)
 	if ctx.Err() != nil {
 		return false // Run is about to shut the queue down; start nothing
+	}
+	if l.work.Set() {
+		start := time.Now()
+		l.work.Call(ctx, "WorkStarted", func(m WorkMetrics) { m.WorkStarted(l.opts.Name, start.Sub(queued), start) })
+		defer l.work.Call(ctx, "WorkDone", func(m WorkMetrics) { m.WorkDone(l.opts.Name, start) })
 	}
 	l.depth(run.q)
 
@@ -583,6 +686,10 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 	res, err := l.reconcile(klog.NewContext(l.withRecorder(rctx, run, key), logger), req)
 	l.metrics.Call(ctx, "ReconcileLatency", func(m Metrics) { m.ReconcileLatency(l.opts.Name, time.Since(start)) })
 	requeueIn, requeue := res.requeueIn(l.opts.Clock.Now())
+	if l.work.Set() {
+		o := outcome(ctx, rctx, requeue, err)
+		l.work.Call(ctx, "Reconciled", func(m WorkMetrics) { m.Reconciled(l.opts.Name, o) })
+	}
 	switch {
 	case err != nil && !IsTerminal(err) && interrupted(ctx, err):
 		// Cut short by the Loop stopping, which is routine: not a failure to report or
