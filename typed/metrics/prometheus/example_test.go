@@ -14,9 +14,9 @@ import (
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
-	typedprom "github.com/typedinformer/typedinformer/typed/metrics/prometheus"
 	"github.com/typedinformer/typedinformer/reflect"
 	"github.com/typedinformer/typedinformer/typed"
+	typedprom "github.com/typedinformer/typedinformer/typed/metrics/prometheus"
 )
 
 // A controller and its reconcile loop report to one set of metrics, registered once. A
