@@ -156,7 +156,8 @@ type Options struct {
 }
 
 // Metrics is the family of metrics a Manager reports: its caches' controllers' (and
-// their reflectors') and its loops'. Every method carries the name of the controller or
+// their reflectors') and its loops' (with typed.WorkMetrics and typed.ConsistencyMetrics
+// when it implements them, which each Loop checks for). Every method carries the name of the controller or
 // loop it is about, and no two interfaces of the family share a method name, so one
 // type implements it all and serves every cache and loop, given once as
 // Options.Metrics. The same type can implement shard.Metrics too, for a Sharder (which

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -42,12 +43,22 @@ const maxAuthDecisions = 1024
 // serveAll starts the probe and metrics servers the options ask for, or neither when one
 // of them cannot start.
 func (m *Manager) serveAll(ctx context.Context) (probes, metrics *server, err error) {
+	// Run closes the listeners it was given when it returns, also when it could not start.
+	closeGiven := func() {
+		for _, l := range []net.Listener{m.opts.HealthProbeListener, m.opts.MetricsListener} {
+			if !guard.IsNil(l) {
+				_ = l.Close()
+			}
+		}
+	}
 	handler, err := m.metricsHandler()
 	if err != nil {
+		closeGiven()
 		return nil, nil, err
 	}
 	l, err := listen(m.opts.MetricsListener, m.opts.MetricsAddress)
 	if err != nil {
+		closeGiven()
 		return nil, nil, fmt.Errorf("serving metrics: %w", err)
 	}
 	if probes, err = m.serveProbes(ctx); err != nil {

@@ -139,6 +139,9 @@ func TestRunFailsWhenTheMetricsAddressIsInUse(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run hangs on a metrics address in use")
 	}
+	if _, err := probes.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("the probe listener Run was given is not closed: Accept = %v", err)
+	}
 	goleak.VerifyNone(t)
 }
 
