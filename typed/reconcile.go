@@ -56,12 +56,13 @@ type Result struct {
 // requeues says whether r asks for a requeue.
 func (r Result) requeues() bool { return r.RequeueAfter > 0 || !r.RequeueAt.IsZero() }
 
-// requeueIn says whether r asks for a requeue, and in how long from now.
-func (r Result) requeueIn(now time.Time) (time.Duration, bool) {
+// requeueIn says whether r asks for a requeue, and in how long from now on clk, which
+// it reads only for RequeueAt: not on every reconcile.
+func (r Result) requeueIn(clk clock.PassiveClock) (time.Duration, bool) {
 	if r.RequeueAt.IsZero() {
 		return r.RequeueAfter, r.requeues()
 	}
-	d := max(r.RequeueAt.Sub(now), 0)
+	d := max(r.RequeueAt.Sub(clk.Now()), 0)
 	if r.RequeueAfter > 0 {
 		d = min(d, r.RequeueAfter)
 	}
@@ -685,7 +686,7 @@ func (l *Loop[T]) next(ctx context.Context, run *loopRun[T]) bool {
 	start := time.Now()
 	res, err := l.reconcile(klog.NewContext(l.withRecorder(rctx, run, key), logger), req)
 	l.metrics.Call(ctx, "ReconcileLatency", func(m Metrics) { m.ReconcileLatency(l.opts.Name, time.Since(start)) })
-	requeueIn, requeue := res.requeueIn(l.opts.Clock.Now())
+	requeueIn, requeue := res.requeueIn(l.opts.Clock)
 	if l.work.Set() {
 		o := outcome(ctx, rctx, requeue, err)
 		l.work.Call(ctx, "Reconciled", func(m WorkMetrics) { m.Reconciled(l.opts.Name, o) })
