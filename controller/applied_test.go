@@ -18,7 +18,7 @@ import (
 	"github.com/typedinformer/typedinformer/reflect"
 )
 
-// A cache that sees no event past a write catches up only by a bookmark: RequestProgress
+// DESIGN 19: a cache that sees no event past a write catches up only by a bookmark: RequestProgress
 // opens a second, short watch from the newest version seen, with bookmarks and a timeout
 // short enough that kube-apiserver's watch cache sends one, and its bookmark raises
 // Applied. The cache's own watch is never ended, and nothing is listed again.
@@ -49,7 +49,7 @@ func TestRequestProgressWatchesBesideTheCachesWatchForABookmarkThatRaisesApplied
 	}
 }
 
-// The second watch may show an event that the cache's own watch, on a slower connection,
+// DESIGN 19: the second watch may show an event that the cache's own watch, on a slower connection,
 // has not yet brought. Its bookmark says nothing is missing up to it only for a cache
 // that has that event: Applied stays below the event until the cache's watch brings it,
 // and reaches the bookmark then.
