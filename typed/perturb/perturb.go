@@ -1,0 +1,764 @@
+package perturb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/typedinformer/typedinformer/internal/guard"
+	"github.com/typedinformer/typedinformer/typed/crd"
+)
+
+// Env is the cluster as a controller under test, or a scenario's step, sees it: clients of
+// the in-memory API server and the clock the controller is to read (typed.Options.Clock).
+// The controller's clients are counted and can crash; a step's are never perturbed.
+type Env struct {
+	// Clientset serves the built-in kinds, Dynamic every kind (Options.Definitions' too).
+	Clientset kubernetes.Interface
+	Dynamic   dynamic.Interface
+	// Clock starts at Options.Start in every run; only steps move it.
+	Clock *clocktesting.FakeClock
+}
+
+// Controller runs one process of the controller under test on env until ctx ends, as its
+// main does: it builds its caches and loops with env's clients and clock and runs them.
+// A crash cancels ctx and refuses every later request of that process; Controller must
+// then return, and is called again for the fresh process.
+type Controller func(ctx context.Context, env Env) error
+
+// Step is one change of desired state of a scenario, made as a user or another
+// controller would: through env's clients, or by stepping env.Clock. The harness waits
+// until the controller is quiet after each step.
+type Step struct {
+	Name string
+	Do   func(ctx context.Context, env Env) error
+}
+
+// Class is a class of perturbation (the three of Sieve's bug classes).
+type Class int
+
+const (
+	// Crash stops the controller process right after its write N (its Lease, if any,
+	// not released) and starts a fresh one, with new caches, on the same cluster.
+	Crash Class = iota
+	// Stale makes the watches of one resource lag: from the controller's write N they
+	// deliver nothing newer until a number of changes later (or a while later), as a
+	// lagging watch cache would. Lists stay consistent reads, as read-your-writes
+	// relies on.
+	Stale
+	// Unobserved disconnects the watches of one resource before a step: the changes made
+	// meanwhile are never delivered, and when it comes back its resource version is too
+	// old (410 Gone), so the caches relist and see only the final state.
+	Unobserved
+)
+
+var classNames = [...]string{Crash: "crash", Stale: "stale reads", Unobserved: "unobserved states"}
+
+func (c Class) String() string {
+	if c < 0 || int(c) >= len(classNames) {
+		return fmt.Sprintf("Class(%d)", int(c))
+	}
+	return classNames[c]
+}
+
+// Options bound and shape a Check. The zero value checks every class within the default
+// budget.
+type Options struct {
+	// Definitions are the custom resources the controller and the steps use (as for
+	// testenv); built-in kinds need none.
+	Definitions []*crd.Definition
+	// Compare lists the resources whose objects are compared at the end of a run; every
+	// resource written in the run but Leases and Events when empty.
+	Compare []schema.GroupVersionResource
+	// Nondeterministic are field paths (such as {"status", "lastScheduleTime"}) removed
+	// from every object before comparing. The server's own (resourceVersion, uid,
+	// creationTimestamp, generation, managedFields, owner references' UIDs) and the
+	// conditions' lastTransitionTime are always removed, and a generated name compares
+	// as its generateName and rank.
+	Nondeterministic [][]string
+	// Classes are the perturbations tried (all when empty).
+	Classes []Class
+	// Runs bounds the perturbed runs (60 when zero): when the scenario offers more, each
+	// class gets its share, sampled with Seed.
+	Runs int
+	// Budget bounds the time of the whole Check (2 minutes when zero); the runs it
+	// leaves out are counted in Report.Skipped.
+	Budget time.Duration
+	// Seed chooses the sample when not every perturbation fits into Runs.
+	Seed uint64
+	// Replay, when set, runs only the perturbation of that seed (a Failure's Seed).
+	Replay *uint64
+	// Quiet is how long the cluster must see no change before the controller counts as
+	// settled (200ms when zero). Lag and disconnection windows last at most 4×Quiet.
+	Quiet time.Duration
+	// StepTimeout bounds the wait for the controller to settle (30s when zero).
+	StepTimeout time.Duration
+	// Start is the clock's time at the start of every run (2026-01-01T00:00:00Z when
+	// zero).
+	Start time.Time
+}
+
+// Perturbation says what one perturbed run did; Seed alone replays it.
+type Perturbation struct {
+	Class Class
+	// Seed replays this perturbation (Options.Replay).
+	Seed uint64
+	// Write is the write after which the controller crashed or the lag began (from 1).
+	Write int
+	// WriteDesc is that write in the reference run: verb, resource, namespace/name.
+	WriteDesc string
+	// Step is the step before which the disconnection began (from 0).
+	Step int
+	// Resource is the resource whose watches lagged or were disconnected.
+	Resource schema.GroupVersionResource
+	// Events is how many changes of Resource the window lasted, at most.
+	Events int
+}
+
+func (p Perturbation) String() string {
+	switch p.Class {
+	case Crash:
+		return fmt.Sprintf("crash after write %d (%s) [seed %d]", p.Write, p.WriteDesc, p.Seed)
+	case Stale:
+		return fmt.Sprintf("watches of %s lag by up to %d changes from write %d (%s) [seed %d]", p.Resource, p.Events, p.Write, p.WriteDesc, p.Seed)
+	default:
+		return fmt.Sprintf("watches of %s disconnected before step %d for up to %d changes [seed %d]", p.Resource, p.Step, p.Events, p.Seed)
+	}
+}
+
+// Failure is a perturbed run whose end state differs from the reference's, or that did
+// not end well (Err).
+type Failure struct {
+	Perturbation
+	// Diff is cmp.Diff(reference, perturbed) of the compared objects by resource and key.
+	Diff string
+	// Err is why the run could not be compared: a step that failed, a controller that
+	// returned an error or did not stop, a cluster that did not settle.
+	Err error
+}
+
+func (f Failure) String() string {
+	if f.Err != nil {
+		return fmt.Sprintf("%v: %v", f.Perturbation, f.Err)
+	}
+	return fmt.Sprintf("%v: end state differs (-reference +perturbed):\n%s", f.Perturbation, f.Diff)
+}
+
+// Report is what a Check did and found.
+type Report struct {
+	// Writes are the controller's writes in the reference run, in order.
+	Writes []string
+	// Watched are the resources the controller watched.
+	Watched []schema.GroupVersionResource
+	// Runs counts the perturbed runs made, Skipped those the budget left out.
+	Runs, Skipped int
+	// Failures are the runs that differ, in the order run.
+	Failures []Failure
+}
+
+// Check runs steps once unperturbed, twice (to tell the scenario's own nondeterminism,
+// reported as ErrNondeterministic, from what a perturbation causes), and then under each
+// perturbation the options allow, each time with a fresh cluster and clock, and compares
+// every run's end state with the reference's. The error is for what stops the check as a
+// whole (bad options, a reference run that fails); perturbed runs that differ are the
+// Report's Failures.
+func Check(ctx context.Context, ctrl Controller, steps []Step, opts Options) (*Report, error) {
+	h, err := newHarness(ctrl, steps, opts)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(h.opts.Budget)
+	ref, err := h.run(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReference, err)
+	}
+	again, err := h.run(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReference, err)
+	}
+	if diff := cmp.Diff(ref.state, again.state); diff != "" {
+		return nil, fmt.Errorf("%w (mark the fields that differ in Options.Nondeterministic; -first +second):\n%s", ErrNondeterministic, diff)
+	}
+	rep := &Report{Writes: ref.writes, Watched: ref.watched}
+	h.ref = ref
+	plan := h.plan()
+	for i, p := range plan {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			rep.Skipped = len(plan) - i
+			break
+		}
+		rep.Runs++
+		got, err := h.run(ctx, &p)
+		switch {
+		case err != nil:
+			rep.Failures = append(rep.Failures, Failure{Perturbation: p, Err: err})
+		default:
+			if diff := cmp.Diff(ref.state, got.state); diff != "" {
+				rep.Failures = append(rep.Failures, Failure{Perturbation: p, Diff: diff})
+			}
+		}
+	}
+	return rep, nil
+}
+
+// TB is the part of testing.TB that Test uses.
+type TB interface {
+	Helper()
+	Context() context.Context
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+// Test is Check for a test: it fails t for an error and for every Failure, each with the
+// seed that replays it, and returns the report.
+func Test(t TB, ctrl Controller, steps []Step, opts Options) *Report {
+	t.Helper()
+	rep, err := Check(t.Context(), ctrl, steps, opts)
+	if err != nil {
+		t.Fatalf("perturb.Check: %v", err)
+		return nil
+	}
+	for _, f := range rep.Failures {
+		t.Errorf("%v\nreplay it with perturb.Options{Replay: ptr.To[uint64](%d)}", f, f.Seed)
+	}
+	t.Logf("perturb: %d writes in the reference run, %d perturbed runs, %d left out by the budget, %d failed",
+		len(rep.Writes), rep.Runs, rep.Skipped, len(rep.Failures))
+	return rep
+}
+
+// harness holds what all runs of one Check share.
+type harness struct {
+	ctrl  Controller
+	steps []Step
+	opts  Options
+	kinds map[schema.GroupVersionResource]schema.GroupVersionKind
+	scope map[schema.GroupVersionResource]bool // compared resources; nil: all but ignored
+	ref   *outcome
+}
+
+func newHarness(ctrl Controller, steps []Step, opts Options) (*harness, error) {
+	if ctrl == nil {
+		return nil, fmt.Errorf("%w: nil Controller", ErrInvalid)
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("%w: a scenario of no steps", ErrInvalid)
+	}
+	for i, s := range steps {
+		if s.Do == nil {
+			return nil, fmt.Errorf("%w: step %d (%q) has no Do", ErrInvalid, i, s.Name)
+		}
+	}
+	for _, c := range opts.Classes {
+		if c < Crash || c > Unobserved {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, c)
+		}
+	}
+	if opts.Runs < 0 || opts.Budget < 0 || opts.Quiet < 0 || opts.StepTimeout < 0 {
+		return nil, fmt.Errorf("%w: a negative Runs, Budget, Quiet or StepTimeout", ErrInvalid)
+	}
+	if opts.Replay != nil && !slices.Contains(opts.Classes, Class(*opts.Replay%3)) && len(opts.Classes) > 0 {
+		opts.Classes = append(opts.Classes, Class(*opts.Replay%3))
+	}
+	if len(opts.Classes) == 0 {
+		opts.Classes = []Class{Crash, Stale, Unobserved}
+	}
+	opts.Runs = cmpOr(opts.Runs, 60)
+	opts.Budget = cmpOr(opts.Budget, 2*time.Minute)
+	opts.Quiet = cmpOr(opts.Quiet, 200*time.Millisecond)
+	opts.StepTimeout = cmpOr(opts.StepTimeout, 30*time.Second)
+	if opts.Start.IsZero() {
+		opts.Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	h := &harness{ctrl: ctrl, steps: steps, opts: opts, kinds: map[schema.GroupVersionResource]schema.GroupVersionKind{}}
+	for i, d := range opts.Definitions {
+		if guard.IsNil(d) {
+			return nil, fmt.Errorf("%w: Definitions[%d] is nil", ErrInvalid, i)
+		}
+		c, err := d.Build()
+		if err != nil {
+			return nil, fmt.Errorf("%w: Definitions[%d]: %w", ErrInvalid, i, err)
+		}
+		for _, v := range c.Spec.Versions {
+			gv := schema.GroupVersion{Group: c.Spec.Group, Version: v.Name}
+			h.kinds[gv.WithResource(c.Spec.Names.Plural)] = gv.WithKind(c.Spec.Names.Kind)
+		}
+	}
+	if len(opts.Compare) > 0 {
+		h.scope = map[schema.GroupVersionResource]bool{}
+		for _, r := range opts.Compare {
+			h.scope[r] = true
+		}
+	}
+	return h, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// ignored are the resources that are neither counted, compared nor waited for: leader
+// election's Leases and the Events recorders write as time goes by.
+func ignored(gvr schema.GroupVersionResource) bool {
+	return gvr.Resource == "leases" && gvr.Group == "coordination.k8s.io" ||
+		gvr.Resource == "events" && (gvr.Group == "" || gvr.Group == "events.k8s.io")
+}
+
+// plan returns the perturbations to run: every crash point and a sample of lag and
+// disconnection windows, within Runs; or only the one Replay names.
+func (h *harness) plan() []Perturbation {
+	if r := h.opts.Replay; r != nil {
+		if p, ok := h.decode(*r); ok {
+			return []Perturbation{p}
+		}
+		return nil
+	}
+	share := max(1, h.opts.Runs/len(h.opts.Classes))
+	rng := rand.New(rand.NewPCG(h.opts.Seed, 0x9e3779b97f4a7c15))
+	var out []Perturbation
+	for _, c := range h.opts.Classes {
+		var seeds []uint64
+		switch c {
+		case Crash:
+			for n := range uint64(len(h.ref.writes)) {
+				seeds = append(seeds, 3*n)
+			}
+			if len(seeds) > share {
+				rng.Shuffle(len(seeds), func(i, j int) { seeds[i], seeds[j] = seeds[j], seeds[i] })
+				seeds = seeds[:share]
+				slices.Sort(seeds)
+			}
+		default:
+			seen := map[string]bool{}
+			for range 4 * share {
+				if len(seeds) == share {
+					break
+				}
+				s := 3*rng.Uint64N(1<<20) + uint64(c)
+				p, ok := h.decode(s)
+				if !ok || seen[p.key()] {
+					continue
+				}
+				seen[p.key()] = true
+				seeds = append(seeds, s)
+			}
+		}
+		for _, s := range seeds {
+			if p, ok := h.decode(s); ok {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// key tells apart the perturbations that would run the same.
+func (p Perturbation) key() string {
+	return fmt.Sprint(p.Class, p.Write, p.Step, p.Resource, p.Events)
+}
+
+// decode returns the perturbation of seed, given the reference run: seed%3 is the class,
+// and seed/3 the crash's write (from 0), or the source of a window's choices.
+func (h *harness) decode(seed uint64) (Perturbation, bool) {
+	p := Perturbation{Class: Class(seed % 3), Seed: seed}
+	n := seed / 3
+	writes := h.ref.writes
+	if p.Class == Crash {
+		if n >= uint64(len(writes)) {
+			return p, false
+		}
+		p.Write, p.WriteDesc = int(n)+1, writes[n]
+		return p, true
+	}
+	if len(h.ref.watched) == 0 {
+		return p, false
+	}
+	rng := rand.New(rand.NewPCG(n, 0x5eed))
+	p.Resource = h.ref.watched[rng.IntN(len(h.ref.watched))]
+	p.Events = 1 + rng.IntN(3)
+	if p.Class == Stale {
+		if len(writes) == 0 {
+			return p, false
+		}
+		p.Write = 1 + rng.IntN(len(writes))
+		p.WriteDesc = writes[p.Write-1]
+		return p, true
+	}
+	p.Step = rng.IntN(len(h.steps))
+	return p, true
+}
+
+// outcome is what one run ends with.
+type outcome struct {
+	writes  []string
+	watched []schema.GroupVersionResource
+	leases  bool
+	state   map[string]map[string]any
+}
+
+// run is one run of the scenario: a fresh cluster, a fresh clock, the controller's
+// processes one after the other, and the scenario's steps.
+type run struct {
+	h     *harness
+	p     *Perturbation
+	c     *cluster
+	clock *clocktesting.FakeClock
+
+	mu         sync.Mutex
+	last       time.Time // of the last change of a resource not ignored
+	writes     []string
+	watched    map[schema.GroupVersionResource]bool
+	leases     bool
+	proc       *process
+	restarting bool
+	crash      chan struct{}
+}
+
+// process is one process of the controller.
+type process struct {
+	id       int
+	cancel   context.CancelFunc
+	done     chan error
+	dead     bool
+	starting bool // restarted under leader election, its Lease not acquired yet
+}
+
+func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
+	r := &run{h: h, p: p, clock: clocktesting.NewFakeClock(h.opts.Start), last: time.Now(),
+		watched: map[schema.GroupVersionResource]bool{}, crash: make(chan struct{}, 1)}
+	r.c = newCluster(r.clock, h.kinds)
+	r.c.mutation = func(gvr schema.GroupVersionResource) {
+		if !ignored(gvr) {
+			r.mu.Lock()
+			r.last = time.Now()
+			r.mu.Unlock()
+		}
+	}
+	defer r.c.shutdown()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := r.start(ctx, false); err != nil {
+		return nil, err
+	}
+	supervised := make(chan error, 1)
+	go func() { supervised <- r.supervise(ctx) }()
+	stop := func() error {
+		cancel()
+		err := <-supervised
+		r.mu.Lock()
+		proc := r.proc
+		r.mu.Unlock()
+		return errors.Join(err, r.stop(proc))
+	}
+	scenario := r.env(-1)
+	for i, s := range h.steps {
+		if p != nil && p.Class == Unobserved && p.Step == i {
+			r.c.openWindow(p.Resource, true, false, p.Events, 4*h.opts.Quiet)
+		}
+		if err := s.Do(ctx, scenario); err != nil {
+			return nil, errors.Join(fmt.Errorf("step %d (%s): %w", i, s.Name, err), stop())
+		}
+		if err := r.settle(ctx, i == len(h.steps)-1); err != nil {
+			return nil, errors.Join(fmt.Errorf("after step %d (%s): %w", i, s.Name, err), stop())
+		}
+	}
+	if err := stop(); err != nil {
+		return nil, err
+	}
+	out := &outcome{writes: r.writes, leases: r.leases, state: r.snapshot()}
+	for gvr := range r.watched {
+		out.watched = append(out.watched, gvr)
+	}
+	slices.SortFunc(out.watched, func(a, b schema.GroupVersionResource) int { return strings.Compare(a.String(), b.String()) })
+	return out, nil
+}
+
+// start starts a process of the controller.
+func (r *run) start(ctx context.Context, restart bool) error {
+	r.mu.Lock()
+	id := 0
+	if r.proc != nil {
+		id = r.proc.id + 1
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	proc := &process{id: id, cancel: cancel, done: make(chan error, 1), starting: restart && r.h.ref != nil && r.h.ref.leases}
+	r.proc = proc
+	r.mu.Unlock()
+	env := r.env(id)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				proc.done <- fmt.Errorf("%w: %v", ErrControllerPanic, v)
+			}
+		}()
+		proc.done <- r.h.ctrl(pctx, env)
+	}()
+	return nil
+}
+
+// stop ends a process and waits for its Controller to return.
+func (r *run) stop(proc *process) error {
+	proc.cancel()
+	select {
+	case err := <-proc.done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("controller process %d: %w", proc.id, err)
+		}
+		return nil
+	case <-time.After(r.h.opts.StepTimeout):
+		return fmt.Errorf("%w: process %d did not return within %v of its context's end", ErrNoStop, proc.id, r.h.opts.StepTimeout)
+	}
+}
+
+// supervise restarts the controller after a crash, and reports a process that returned
+// on its own.
+func (r *run) supervise(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		proc := r.proc
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-proc.done:
+			proc.done <- err // for stop
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("controller process %d returned before its context ended: %v", proc.id, err)
+		case <-r.crash:
+			err := r.stop(proc)
+			if err != nil {
+				return err
+			}
+			if err := r.start(ctx, true); err != nil {
+				return err
+			}
+			r.mu.Lock()
+			r.restarting = false
+			r.mu.Unlock()
+		}
+	}
+}
+
+// settle waits until no change has been made for Quiet, no process is restarting and,
+// at the end (final), every window has closed.
+func (r *run) settle(ctx context.Context, final bool) error {
+	deadline := time.Now().Add(r.h.opts.StepTimeout)
+	t := time.NewTicker(r.h.opts.Quiet / 10)
+	defer t.Stop()
+	for {
+		open, closed := r.c.expireWindows()
+		r.mu.Lock()
+		if closed {
+			// What the window held back is delivered now: the controller acts on it.
+			r.last = time.Now()
+		}
+		busy := r.restarting || r.proc.starting || time.Since(r.last) < r.h.opts.Quiet
+		r.mu.Unlock()
+		if !busy && (!final || !open) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w within %v", ErrNoSettle, r.h.opts.StepTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// errCrashed is what a crashed process's requests get: its connection is gone.
+var errCrashed = errors.New("perturb: the process crashed (connection refused)")
+
+// env returns the clients of process id, or the scenario's (-1).
+func (r *run) env(id int) Env {
+	cs := kubefake.NewClientset()
+	cs.ReactionChain, cs.WatchReactionChain, cs.ProxyReactionChain = nil, nil, nil
+	listKinds := map[schema.GroupVersionResource]string{}
+	for gvr, gvk := range r.h.kinds {
+		listKinds[gvr] = gvk.Kind + "List"
+	}
+	for gvr, gvk := range builtinKinds {
+		listKinds[gvr] = gvk.Kind + "List"
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
+	dyn.ReactionChain, dyn.WatchReactionChain = nil, nil
+	for _, f := range []struct {
+		fake  *k8stesting.Fake
+		typed bool
+	}{{&cs.Fake, true}, {&dyn.Fake, false}} {
+		cl := client{c: r.c, typed: f.typed}
+		f.fake.AddReactor("*", "*", r.react(id, cl))
+		f.fake.AddWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+			if id >= 0 {
+				if r.dead(id) {
+					return true, nil, errCrashed
+				}
+				r.mu.Lock()
+				if !ignored(a.GetResource()) {
+					r.watched[a.GetResource()] = true
+				}
+				r.mu.Unlock()
+			}
+			return cl.watchReact(a)
+		})
+	}
+	return Env{Clientset: cs, Dynamic: dyn, Clock: r.clock}
+}
+
+func (r *run) dead(id int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc.id != id || r.proc.dead
+}
+
+// react serves process id's requests (the scenario's when id < 0): a crashed process's
+// fail; a process's successful writes are counted, and write N crashes it or starts a lag.
+func (r *run) react(id int, cl client) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if id >= 0 && r.dead(id) {
+			return true, nil, errCrashed
+		}
+		handled, obj, err := cl.react(a)
+		if id < 0 || err != nil {
+			return handled, obj, err
+		}
+		gvr := a.GetResource()
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete":
+		default:
+			return handled, obj, err
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if ignored(gvr) {
+			if gvr.Resource == "leases" {
+				r.leases = true
+				r.proc.starting = false
+			}
+			return handled, obj, err
+		}
+		r.writes = append(r.writes, describe(a, obj))
+		n := len(r.writes)
+		switch p := r.p; {
+		case p == nil || p.Write != n:
+		case p.Class == Crash:
+			r.proc.dead, r.restarting = true, true
+			r.crash <- struct{}{}
+		case p.Class == Stale:
+			r.c.openWindow(p.Resource, false, gvr == p.Resource, p.Events, 4*r.h.opts.Quiet)
+		}
+		return handled, obj, err
+	}
+}
+
+// describe names a write: verb, resource and subresource, namespace/name.
+func describe(a k8stesting.Action, obj runtime.Object) string {
+	name := ""
+	switch a := a.(type) {
+	case interface{ GetName() string }:
+		name = a.GetName()
+	case interface{ GetObject() runtime.Object }:
+		if m, err := meta.Accessor(a.GetObject()); err == nil {
+			name = m.GetName()
+			if name == "" {
+				name = m.GetGenerateName() + "*"
+			}
+		}
+	}
+	res := a.GetResource().Resource
+	if g := a.GetResource().Group; g != "" {
+		res += "." + g
+	}
+	if s := a.GetSubresource(); s != "" {
+		res += "/" + s
+	}
+	ns := a.GetNamespace()
+	if ns != "" {
+		ns += "/"
+	}
+	return fmt.Sprintf("%s %s %s%s", a.GetVerb(), res, ns, name)
+}
+
+// snapshot returns the compared objects, normalised, by resource and key.
+func (r *run) snapshot() map[string]map[string]any {
+	out := map[string]map[string]any{}
+	r.c.mu.Lock()
+	var gvrs []schema.GroupVersionResource
+	for gvr := range r.c.res {
+		gvrs = append(gvrs, gvr)
+	}
+	r.c.mu.Unlock()
+	for _, gvr := range gvrs {
+		if r.h.scope != nil && !r.h.scope[gvr] || r.h.scope == nil && ignored(gvr) {
+			continue
+		}
+		items, _, _ := r.c.list(gvr, "", metav1.ListOptions{})
+		objs := map[string]any{}
+		ranks := map[string]int{}
+		for _, u := range items {
+			key := u.GetNamespace() + "/" + u.GetName()
+			if g := u.GetGenerateName(); g != "" && strings.HasPrefix(u.GetName(), g) {
+				key = fmt.Sprintf("%s/%s*#%d", u.GetNamespace(), g, ranks[u.GetNamespace()+"/"+g])
+				ranks[u.GetNamespace()+"/"+g]++
+				u.SetName(g + "*")
+			}
+			objs[key] = r.h.normalize(u)
+		}
+		if len(objs) > 0 {
+			out[gvr.String()] = objs
+		}
+	}
+	return out
+}
+
+// normalize removes what differs between runs whatever the controller does.
+func (h *harness) normalize(u *unstructured.Unstructured) map[string]any {
+	for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	if refs := u.GetOwnerReferences(); len(refs) > 0 {
+		for i := range refs {
+			refs[i].UID = ""
+		}
+		u.SetOwnerReferences(refs)
+	}
+	if conds, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok {
+				delete(m, "lastTransitionTime")
+			}
+		}
+		_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
+	}
+	for _, path := range h.opts.Nondeterministic {
+		unstructured.RemoveNestedField(u.Object, path...)
+	}
+	return u.Object
+}
