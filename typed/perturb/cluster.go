@@ -357,6 +357,9 @@ func (c *cluster) remove(gvr schema.GroupVersionResource, ns, name string, opts 
 			now := metav1.NewTime(c.clock.Now().Truncate(time.Second))
 			next.SetDeletionTimestamp(&now)
 			next.SetDeletionGracePeriodSeconds(new(int64))
+			// As the API server's graceful deletion does: controllers that filter
+			// on generation changes see the deletion begin.
+			next.SetGeneration(stored.GetGeneration() + 1)
 			c.record(gvr, watch.Modified, next, stored)
 			r.objects[key] = next
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/typedinformer/typedinformer/internal/guard"
@@ -220,20 +223,14 @@ func Check(ctx context.Context, ctrl Controller, steps []Step, opts Options) (*R
 	return rep, nil
 }
 
-// TB is the part of testing.TB that Test uses.
-type TB interface {
-	Helper()
-	Context() context.Context
-	Errorf(format string, args ...any)
-	Fatalf(format string, args ...any)
-	Logf(format string, args ...any)
-}
-
 // Test is Check for a test: it fails t for an error and for every Failure, each with the
-// seed that replays it, and returns the report.
-func Test(t TB, ctrl Controller, steps []Step, opts Options) *Report {
+// seed that replays it, and returns the report (nil after an error). The controller's
+// logs (klog.FromContext) go to t.
+func Test(t testing.TB, ctrl Controller, steps []Step, opts Options) *Report {
 	t.Helper()
-	rep, err := Check(t.Context(), ctrl, steps, opts)
+	// The controller's logs go to t, shown when the test fails or runs with -v.
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	rep, err := Check(ctx, ctrl, steps, opts)
 	if err != nil {
 		t.Fatalf("perturb.Check: %v", err)
 		return nil
@@ -439,11 +436,20 @@ type run struct {
 
 // process is one process of the controller.
 type process struct {
-	id       int
-	cancel   context.CancelFunc
-	done     chan error
-	dead     bool
-	starting bool // restarted under leader election, its Lease not acquired yet
+	id     int
+	cancel context.CancelFunc
+	done   chan error
+	dead   bool
+	// unwatched are the resources a restarted process has yet to watch (those the
+	// reference's watched), and unleased whether it has yet to acquire its Lease (when
+	// the reference's held one): until then it is starting, and the cluster is not
+	// settled however quiet it is.
+	unwatched map[schema.GroupVersionResource]bool
+	unleased  bool
+}
+
+func (p *process) starting() bool {
+	return len(p.unwatched) > 0 || p.unleased
 }
 
 func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
@@ -504,7 +510,13 @@ func (r *run) start(ctx context.Context, restart bool) error {
 		id = r.proc.id + 1
 	}
 	pctx, cancel := context.WithCancel(ctx)
-	proc := &process{id: id, cancel: cancel, done: make(chan error, 1), starting: restart && r.h.ref != nil && r.h.ref.leases}
+	proc := &process{id: id, cancel: cancel, done: make(chan error, 1), unwatched: map[schema.GroupVersionResource]bool{}}
+	if restart && r.h.ref != nil {
+		proc.unleased = r.h.ref.leases
+		for _, gvr := range r.h.ref.watched {
+			proc.unwatched[gvr] = true
+		}
+	}
 	r.proc = proc
 	r.mu.Unlock()
 	env := r.env(id)
@@ -577,7 +589,7 @@ func (r *run) settle(ctx context.Context, final bool) error {
 			// What the window held back is delivered now: the controller acts on it.
 			r.last = time.Now()
 		}
-		busy := r.restarting || r.proc.starting || time.Since(r.last) < r.h.opts.Quiet
+		busy := r.restarting || r.proc.starting() || time.Since(r.last) < r.h.opts.Quiet
 		r.mu.Unlock()
 		if !busy && (!final || !open) {
 			return nil
@@ -624,6 +636,10 @@ func (r *run) env(id int) Env {
 				if !ignored(a.GetResource()) {
 					r.watched[a.GetResource()] = true
 				}
+				if r.proc.id == id && r.proc.unwatched[a.GetResource()] {
+					delete(r.proc.unwatched, a.GetResource())
+					r.last = time.Now()
+				}
 				r.mu.Unlock()
 			}
 			return cl.watchReact(a)
@@ -660,7 +676,10 @@ func (r *run) react(id int, cl client) k8stesting.ReactionFunc {
 		if ignored(gvr) {
 			if gvr.Resource == "leases" {
 				r.leases = true
-				r.proc.starting = false
+				if r.proc.unleased {
+					r.proc.unleased = false
+					r.last = time.Now() // the quiet that counts begins as it leads
+				}
 			}
 			return handled, obj, err
 		}
