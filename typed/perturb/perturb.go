@@ -93,7 +93,8 @@ type Options struct {
 	// resource written in the run but Leases and Events when empty.
 	Compare []schema.GroupVersionResource
 	// Nondeterministic are field paths (such as {"status", "lastScheduleTime"}) removed
-	// from every object before comparing. The server's own (resourceVersion, uid,
+	// from every object before comparing; a list on a path has the rest of the path
+	// removed from each of its items ({"status", "active", "uid"}). The server's own (resourceVersion, uid,
 	// creationTimestamp, generation, managedFields, owner references' UIDs) and the
 	// conditions' lastTransitionTime are always removed, and a generated name compares
 	// as its generateName and rank.
@@ -487,6 +488,9 @@ func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
 		if err := s.Do(ctx, scenario); err != nil {
 			return nil, errors.Join(fmt.Errorf("step %d (%s): %w", i, s.Name, err), stop())
 		}
+		r.mu.Lock()
+		r.last = time.Now() // a step that only moves the clock changes nothing in the cluster
+		r.mu.Unlock()
 		if err := r.settle(ctx, i == len(h.steps)-1); err != nil {
 			return nil, errors.Join(fmt.Errorf("after step %d (%s): %w", i, s.Name, err), stop())
 		}
@@ -548,6 +552,9 @@ func (r *run) stop(proc *process) error {
 // supervise restarts the controller after a crash, and reports a process that returned
 // on its own.
 func (r *run) supervise(ctx context.Context) error {
+	// Windows end on time also while a step runs (one that waits for the controller).
+	tick := time.NewTicker(r.h.opts.Quiet / 10)
+	defer tick.Stop()
 	for {
 		r.mu.Lock()
 		proc := r.proc
@@ -555,6 +562,8 @@ func (r *run) supervise(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-tick.C:
+			r.expire()
 		case err := <-proc.done:
 			proc.done <- err // for stop
 			if ctx.Err() != nil {
@@ -576,6 +585,17 @@ func (r *run) supervise(ctx context.Context) error {
 	}
 }
 
+// expire closes the windows past their deadline and reports whether any is still open.
+func (r *run) expire() (open bool) {
+	open, closed := r.c.expireWindows()
+	if closed {
+		r.mu.Lock()
+		r.last = time.Now() // what the window held back is delivered now: the controller acts on it
+		r.mu.Unlock()
+	}
+	return open
+}
+
 // settle waits until no change has been made for Quiet, no process is restarting and,
 // at the end (final), every window has closed.
 func (r *run) settle(ctx context.Context, final bool) error {
@@ -583,12 +603,8 @@ func (r *run) settle(ctx context.Context, final bool) error {
 	t := time.NewTicker(r.h.opts.Quiet / 10)
 	defer t.Stop()
 	for {
-		open, closed := r.c.expireWindows()
+		open := r.expire()
 		r.mu.Lock()
-		if closed {
-			// What the window held back is delivered now: the controller acts on it.
-			r.last = time.Now()
-		}
 		busy := r.restarting || r.proc.starting() || time.Since(r.last) < r.h.opts.Quiet
 		r.mu.Unlock()
 		if !busy && (!final || !open) {
@@ -757,27 +773,34 @@ func (r *run) snapshot() map[string]map[string]any {
 	return out
 }
 
-// normalize removes what differs between runs whatever the controller does.
+// alwaysNondeterministic are the paths that differ between runs whatever the controller
+// does: what the server stamps, and when a condition last changed.
+var alwaysNondeterministic = [][]string{
+	{"metadata", "resourceVersion"}, {"metadata", "uid"}, {"metadata", "creationTimestamp"},
+	{"metadata", "generation"}, {"metadata", "managedFields"}, {"metadata", "ownerReferences", "uid"},
+	{"status", "conditions", "lastTransitionTime"},
+}
+
+// normalize removes the nondeterministic paths from u.
 func (h *harness) normalize(u *unstructured.Unstructured) map[string]any {
-	for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"} {
-		unstructured.RemoveNestedField(u.Object, "metadata", f)
-	}
-	if refs := u.GetOwnerReferences(); len(refs) > 0 {
-		for i := range refs {
-			refs[i].UID = ""
-		}
-		u.SetOwnerReferences(refs)
-	}
-	if conds, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok {
-				delete(m, "lastTransitionTime")
-			}
-		}
-		_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
-	}
-	for _, path := range h.opts.Nondeterministic {
-		unstructured.RemoveNestedField(u.Object, path...)
+	for _, path := range slices.Concat(alwaysNondeterministic, h.opts.Nondeterministic) {
+		removePath(u.Object, path)
 	}
 	return u.Object
+}
+
+// removePath removes path from v; a list on the way has it removed from every item.
+func removePath(v any, path []string) {
+	switch v := v.(type) {
+	case map[string]any:
+		if len(path) == 1 {
+			delete(v, path[0])
+		} else if len(path) > 1 {
+			removePath(v[path[0]], path[1:])
+		}
+	case []any:
+		for _, item := range v {
+			removePath(item, path)
+		}
+	}
 }
