@@ -23,3 +23,6 @@ var ErrNoStop = errors.New("perturb: the controller did not stop")
 
 // ErrNoSettle is wrapped when the cluster keeps changing for StepTimeout after a step.
 var ErrNoSettle = errors.New("perturb: the controller did not settle")
+
+// ErrReturned is wrapped when a controller process returns before its context ended.
+var ErrReturned = errors.New("perturb: the controller returned before it was stopped")

@@ -569,7 +569,10 @@ func (r *run) supervise(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("controller process %d returned before its context ended: %v", proc.id, err)
+			if err == nil {
+				err = errors.New("with no error")
+			}
+			return fmt.Errorf("%w: process %d: %w", ErrReturned, proc.id, err)
 		case <-r.crash:
 			err := r.stop(proc)
 			if err != nil {
