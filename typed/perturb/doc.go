@@ -16,7 +16,7 @@
 //     every later request of it fails, so its Lease is not released) and a fresh one
 //     starts, with new caches, on the same cluster.
 //   - Stale reads: from write N on, the watches of one resource deliver nothing newer
-//     until up to a few more changes of it were made (or 4×Options.Quiet passed), as a
+//     until up to a few more changes of it were made (or Options.Window passed), as a
 //     lagging watch cache shows them. Lists stay consistent reads, bookmarks report
 //     only what was delivered, so the library's read-your-writes (typed, package
 //     typed/consistency) waits for what it promises, a key whose own write lags, and

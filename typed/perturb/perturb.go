@@ -1,6 +1,7 @@
 package perturb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -112,8 +113,12 @@ type Options struct {
 	// Replay, when set, runs only the perturbation of that seed (a Failure's Seed).
 	Replay *uint64
 	// Quiet is how long the cluster must see no change before the controller counts as
-	// settled (200ms when zero). Lag and disconnection windows last at most 4×Quiet.
+	// settled (200ms when zero).
 	Quiet time.Duration
+	// Window is how long a lag or a disconnection lasts at most, if the changes it
+	// counts do not end it first (4×Quiet when zero): longer than Quiet, so that the
+	// next step comes while the controller's view is still stale.
+	Window time.Duration
 	// StepTimeout bounds the wait for the controller to settle (30s when zero).
 	StepTimeout time.Duration
 	// Start is the clock's time at the start of every run (2026-01-01T00:00:00Z when
@@ -153,7 +158,7 @@ func (p Perturbation) String() string {
 // not end well (Err).
 type Failure struct {
 	Perturbation
-	// Diff is cmp.Diff(reference, perturbed) of the compared objects by resource and key.
+	// Diff is go-cmp's Diff(reference, perturbed) of the compared objects by resource and key.
 	Diff string
 	// Err is why the run could not be compared: a step that failed, a controller that
 	// returned an error or did not stop, a cluster that did not settle.
@@ -199,7 +204,7 @@ func Check(ctx context.Context, ctrl Controller, steps []Step, opts Options) (*R
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrReference, err)
 	}
-	if diff := cmp.Diff(ref.state, again.state); diff != "" {
+	if diff := gocmp.Diff(ref.state, again.state); diff != "" {
 		return nil, fmt.Errorf("%w (mark the fields that differ in Options.Nondeterministic; -first +second):\n%s", ErrNondeterministic, diff)
 	}
 	rep := &Report{Writes: ref.writes, Watched: ref.watched}
@@ -216,7 +221,7 @@ func Check(ctx context.Context, ctrl Controller, steps []Step, opts Options) (*R
 		case err != nil:
 			rep.Failures = append(rep.Failures, Failure{Perturbation: p, Err: err})
 		default:
-			if diff := cmp.Diff(ref.state, got.state); diff != "" {
+			if diff := gocmp.Diff(ref.state, got.state); diff != "" {
 				rep.Failures = append(rep.Failures, Failure{Perturbation: p, Diff: diff})
 			}
 		}
@@ -271,19 +276,17 @@ func newHarness(ctrl Controller, steps []Step, opts Options) (*harness, error) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, c)
 		}
 	}
-	if opts.Runs < 0 || opts.Budget < 0 || opts.Quiet < 0 || opts.StepTimeout < 0 {
-		return nil, fmt.Errorf("%w: a negative Runs, Budget, Quiet or StepTimeout", ErrInvalid)
-	}
-	if opts.Replay != nil && !slices.Contains(opts.Classes, Class(*opts.Replay%3)) && len(opts.Classes) > 0 {
-		opts.Classes = append(opts.Classes, Class(*opts.Replay%3))
+	if opts.Runs < 0 || opts.Budget < 0 || opts.Quiet < 0 || opts.Window < 0 || opts.StepTimeout < 0 {
+		return nil, fmt.Errorf("%w: a negative Runs, Budget, Quiet, Window or StepTimeout", ErrInvalid)
 	}
 	if len(opts.Classes) == 0 {
 		opts.Classes = []Class{Crash, Stale, Unobserved}
 	}
-	opts.Runs = cmpOr(opts.Runs, 60)
-	opts.Budget = cmpOr(opts.Budget, 2*time.Minute)
-	opts.Quiet = cmpOr(opts.Quiet, 200*time.Millisecond)
-	opts.StepTimeout = cmpOr(opts.StepTimeout, 30*time.Second)
+	opts.Runs = cmp.Or(opts.Runs, 60)
+	opts.Budget = cmp.Or(opts.Budget, 2*time.Minute)
+	opts.Quiet = cmp.Or(opts.Quiet, 200*time.Millisecond)
+	opts.Window = cmp.Or(opts.Window, 4*opts.Quiet)
+	opts.StepTimeout = cmp.Or(opts.StepTimeout, 30*time.Second)
 	if opts.Start.IsZero() {
 		opts.Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
@@ -308,14 +311,6 @@ func newHarness(ctrl Controller, steps []Step, opts Options) (*harness, error) {
 		}
 	}
 	return h, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // ignored are the resources that are neither counted, compared nor waited for: leader
@@ -483,7 +478,7 @@ func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
 	scenario := r.env(-1)
 	for i, s := range h.steps {
 		if p != nil && p.Class == Unobserved && p.Step == i {
-			r.c.openWindow(p.Resource, true, false, p.Events, 4*h.opts.Quiet)
+			r.c.openWindow(p.Resource, true, false, p.Events, h.opts.Window)
 		}
 		if err := s.Do(ctx, scenario); err != nil {
 			return nil, errors.Join(fmt.Errorf("step %d (%s): %w", i, s.Name, err), stop())
@@ -710,7 +705,7 @@ func (r *run) react(id int, cl client) k8stesting.ReactionFunc {
 			r.proc.dead, r.restarting = true, true
 			r.crash <- struct{}{}
 		case p.Class == Stale:
-			r.c.openWindow(p.Resource, false, gvr == p.Resource, p.Events, 4*r.h.opts.Quiet)
+			r.c.openWindow(p.Resource, false, gvr == p.Resource, p.Events, r.h.opts.Window)
 		}
 		return handled, obj, err
 	}
