@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/typed"
@@ -19,6 +21,11 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// logged is the test's context with the controllers' logs going to t.
+func logged(t *testing.T) context.Context {
+	return klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+}
 
 // The seeded bugs' controllers are written as the examples are: a manager, a Builder
 // for parents (ConfigMaps labelled role=parent) and children (Secrets), and a reconciler.
@@ -140,7 +147,7 @@ var scenario = []perturb.Step{setPhase("run"), setPhase("restart"), setPhase("ru
 func found(t *testing.T, ctrl perturb.Controller, want perturb.Class, diffHas string, opts perturb.Options) perturb.Failure {
 	t.Helper()
 	opts.Classes = []perturb.Class{want}
-	rep, err := perturb.Check(t.Context(), ctrl, scenario, opts)
+	rep, err := perturb.Check(logged(t), ctrl, scenario, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +161,7 @@ func found(t *testing.T, ctrl perturb.Controller, want perturb.Class, diffHas st
 		}
 	}
 	opts.Replay = ptr.To(first.Seed)
-	again, err := perturb.Check(t.Context(), ctrl, scenario, opts)
+	again, err := perturb.Check(logged(t), ctrl, scenario, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +178,7 @@ func TestFindsACreateRepeatedOnAStaleCache(t *testing.T) {
 		t.Errorf("the lag that duplicated the child was of %v; only one of Secrets can", f.Resource)
 	}
 	t.Run("reporting the create to read-your-writes masks that lag", func(t *testing.T) {
-		rep, err := perturb.Check(t.Context(), createsWhenUnseen(true), scenario, perturb.Options{Replay: ptr.To(f.Seed)})
+		rep, err := perturb.Check(logged(t), createsWhenUnseen(true), scenario, perturb.Options{Replay: ptr.To(f.Seed)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,22 +36,22 @@ var createWeb = step("create web", func(ctx context.Context, env perturb.Env) er
 func TestRefusesBadInput(t *testing.T) {
 	steps := []perturb.Step{createWeb}
 	for name, call := range map[string]func() error{
-		"a nil Controller": func() error { _, err := perturb.Check(t.Context(), nil, steps, perturb.Options{}); return err },
-		"no steps":         func() error { _, err := perturb.Check(t.Context(), idle, nil, perturb.Options{}); return err },
+		"a nil Controller": func() error { _, err := perturb.Check(logged(t), nil, steps, perturb.Options{}); return err },
+		"no steps":         func() error { _, err := perturb.Check(logged(t), idle, nil, perturb.Options{}); return err },
 		"a step without Do": func() error {
-			_, err := perturb.Check(t.Context(), idle, []perturb.Step{{Name: "nothing"}}, perturb.Options{})
+			_, err := perturb.Check(logged(t), idle, []perturb.Step{{Name: "nothing"}}, perturb.Options{})
 			return err
 		},
 		"an unknown class": func() error {
-			_, err := perturb.Check(t.Context(), idle, steps, perturb.Options{Classes: []perturb.Class{7}})
+			_, err := perturb.Check(logged(t), idle, steps, perturb.Options{Classes: []perturb.Class{7}})
 			return err
 		},
 		"a negative budget": func() error {
-			_, err := perturb.Check(t.Context(), idle, steps, perturb.Options{Budget: -time.Second})
+			_, err := perturb.Check(logged(t), idle, steps, perturb.Options{Budget: -time.Second})
 			return err
 		},
 		"a nil Definition": func() error {
-			_, err := perturb.Check(t.Context(), idle, steps, perturb.Options{Definitions: []*crd.Definition{nil}})
+			_, err := perturb.Check(logged(t), idle, steps, perturb.Options{Definitions: []*crd.Definition{nil}})
 			return err
 		},
 	} {
@@ -65,19 +66,19 @@ func TestRefusesBadInput(t *testing.T) {
 func TestAReferenceRunThatFailsStopsTheCheck(t *testing.T) {
 	t.Run("a step's error", func(t *testing.T) {
 		boom := errors.New("boom")
-		_, err := perturb.Check(t.Context(), idle, []perturb.Step{step("fails", func(context.Context, perturb.Env) error { return boom })}, perturb.Options{})
+		_, err := perturb.Check(logged(t), idle, []perturb.Step{step("fails", func(context.Context, perturb.Env) error { return boom })}, perturb.Options{})
 		if !errors.Is(err, perturb.ErrReference) || !errors.Is(err, boom) || !strings.Contains(err.Error(), `step 0 (fails)`) {
 			t.Errorf("error %v; want ErrReference wrapping the step's, naming it", err)
 		}
 	})
 	t.Run("a controller that panics", func(t *testing.T) {
-		_, err := perturb.Check(t.Context(), func(context.Context, perturb.Env) error { panic("at the disco") }, []perturb.Step{createWeb}, perturb.Options{})
+		_, err := perturb.Check(logged(t), func(context.Context, perturb.Env) error { panic("at the disco") }, []perturb.Step{createWeb}, perturb.Options{})
 		if !errors.Is(err, perturb.ErrReference) || !errors.Is(err, perturb.ErrControllerPanic) || !strings.Contains(err.Error(), "at the disco") {
 			t.Errorf("error %v; want ErrReference wrapping ErrControllerPanic with the panic's value", err)
 		}
 	})
 	t.Run("a controller that returns at once", func(t *testing.T) {
-		_, err := perturb.Check(t.Context(), func(context.Context, perturb.Env) error { return nil }, []perturb.Step{createWeb}, perturb.Options{})
+		_, err := perturb.Check(logged(t), func(context.Context, perturb.Env) error { return nil }, []perturb.Step{createWeb}, perturb.Options{})
 		if !errors.Is(err, perturb.ErrReference) || !errors.Is(err, perturb.ErrReturned) {
 			t.Errorf("error %v; want ErrReference wrapping ErrReturned", err)
 		}
@@ -85,7 +86,7 @@ func TestAReferenceRunThatFailsStopsTheCheck(t *testing.T) {
 	t.Run("a controller that does not stop", func(t *testing.T) {
 		release := make(chan struct{})
 		stuck := func(context.Context, perturb.Env) error { <-release; return nil }
-		_, err := perturb.Check(t.Context(), stuck, []perturb.Step{createWeb}, perturb.Options{StepTimeout: 200 * time.Millisecond})
+		_, err := perturb.Check(logged(t), stuck, []perturb.Step{createWeb}, perturb.Options{StepTimeout: 200 * time.Millisecond})
 		close(release)
 		if !errors.Is(err, perturb.ErrReference) || !errors.Is(err, perturb.ErrNoStop) {
 			t.Errorf("error %v; want ErrReference wrapping ErrNoStop", err)
@@ -99,7 +100,7 @@ func TestAReferenceRunThatFailsStopsTheCheck(t *testing.T) {
 			}
 			return nil
 		}
-		_, err := perturb.Check(t.Context(), busy, []perturb.Step{createWeb}, perturb.Options{StepTimeout: 500 * time.Millisecond})
+		_, err := perturb.Check(logged(t), busy, []perturb.Step{createWeb}, perturb.Options{StepTimeout: 500 * time.Millisecond})
 		if !errors.Is(err, perturb.ErrReference) || !errors.Is(err, perturb.ErrNoSettle) {
 			t.Errorf("error %v; want ErrReference wrapping ErrNoSettle", err)
 		}
@@ -124,11 +125,11 @@ func stamper(ctx context.Context, env perturb.Env) error {
 }
 
 func TestNondeterminismOfTheUnperturbedRunIsReportedNotBlamedOnPerturbations(t *testing.T) {
-	_, err := perturb.Check(t.Context(), stamper, []perturb.Step{createWeb}, perturb.Options{Quiet: 100 * time.Millisecond})
+	_, err := perturb.Check(logged(t), stamper, []perturb.Step{createWeb}, perturb.Options{})
 	if !errors.Is(err, perturb.ErrNondeterministic) || !strings.Contains(err.Error(), "stringData") {
 		t.Fatalf("error %v; want ErrNondeterministic showing the field that differs", err)
 	}
-	rep, err := perturb.Check(t.Context(), stamper, []perturb.Step{createWeb}, perturb.Options{Quiet: 100 * time.Millisecond,
+	rep, err := perturb.Check(logged(t), stamper, []perturb.Step{createWeb}, perturb.Options{
 		Nondeterministic: [][]string{{"stringData", "at"}}, Classes: []perturb.Class{perturb.Crash}})
 	if err != nil || len(rep.Writes) != 1 || rep.Runs != 1 || len(rep.Failures) != 0 {
 		t.Errorf("with the field marked: %+v, %v; want one write, one crash run, no failure", rep, err)
@@ -137,13 +138,13 @@ func TestNondeterminismOfTheUnperturbedRunIsReportedNotBlamedOnPerturbations(t *
 
 func TestTheBudgetBoundsTheRuns(t *testing.T) {
 	t.Run("runs", func(t *testing.T) {
-		rep, err := perturb.Check(t.Context(), createsWhenUnseen(false), scenario, perturb.Options{Runs: 3, Quiet: 100 * time.Millisecond})
+		rep, err := perturb.Check(logged(t), createsWhenUnseen(false), scenario, perturb.Options{Runs: 3, Quiet: 100 * time.Millisecond})
 		if err != nil || rep.Runs != 3 {
 			t.Errorf("Runs 3: %+v, %v; want 3 runs, one per class", rep, err)
 		}
 	})
 	t.Run("time", func(t *testing.T) {
-		rep, err := perturb.Check(t.Context(), createsWhenUnseen(false), scenario, perturb.Options{Budget: time.Nanosecond, Quiet: 100 * time.Millisecond})
+		rep, err := perturb.Check(logged(t), createsWhenUnseen(false), scenario, perturb.Options{Budget: time.Nanosecond, Quiet: 100 * time.Millisecond})
 		if err != nil || rep.Runs != 0 || rep.Skipped == 0 {
 			t.Errorf("a spent budget: %+v, %v; want no perturbed run, the plan skipped", rep, err)
 		}
@@ -233,7 +234,28 @@ func TestTheClusterServesWhatControllersRelyOn(t *testing.T) {
 			return nil
 		}),
 	}
-	if _, err := perturb.Check(t.Context(), idle, checks, perturb.Options{Quiet: 50 * time.Millisecond, Runs: 1}); err != nil {
+	if _, err := perturb.Check(logged(t), idle, checks, perturb.Options{Quiet: 50 * time.Millisecond, Runs: 1}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestAPerturbationWhoseWriteNeverCameIsSaidToBe(t *testing.T) {
+	var calls atomic.Int32
+	// Writes in the two unperturbed runs only: the crash run never sees its write 1.
+	fickle := func(ctx context.Context, env perturb.Env) error {
+		if calls.Add(1) <= 2 {
+			if _, err := env.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		<-ctx.Done()
+		return nil
+	}
+	rep, err := perturb.Check(logged(t), fickle, []perturb.Step{createWeb}, perturb.Options{Classes: []perturb.Class{perturb.Crash}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failures) != 1 || !rep.Failures[0].NotReached || !strings.Contains(rep.Failures[0].String(), "write 1 never came") {
+		t.Errorf("failures %v; want one, saying its write never came", rep.Failures)
 	}
 }

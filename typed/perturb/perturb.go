@@ -160,6 +160,11 @@ type Failure struct {
 	Perturbation
 	// Diff is go-cmp's Diff(reference, perturbed) of the compared objects by resource and key.
 	Diff string
+	// NotReached says that the run ended before the controller made the write the
+	// perturbation waited for: the run was never perturbed, and differs because the
+	// controller did less than in the reference run, which points to a controller
+	// slower to react than Options.Quiet rather than to a perturbation.
+	NotReached bool
 	// Err is why the run could not be compared: a step that failed, a controller that
 	// returned an error or did not stop, a cluster that did not settle.
 	Err error
@@ -168,6 +173,9 @@ type Failure struct {
 func (f Failure) String() string {
 	if f.Err != nil {
 		return fmt.Sprintf("%v: %v", f.Perturbation, f.Err)
+	}
+	if f.NotReached {
+		return fmt.Sprintf("%v: write %d never came (is Options.Quiet shorter than the controller takes to react?); end state differs (-reference +perturbed):\n%s", f.Perturbation, f.Write, f.Diff)
 	}
 	return fmt.Sprintf("%v: end state differs (-reference +perturbed):\n%s", f.Perturbation, f.Diff)
 }
@@ -222,7 +230,8 @@ func Check(ctx context.Context, ctrl Controller, steps []Step, opts Options) (*R
 			rep.Failures = append(rep.Failures, Failure{Perturbation: p, Err: err})
 		default:
 			if diff := gocmp.Diff(ref.state, got.state); diff != "" {
-				rep.Failures = append(rep.Failures, Failure{Perturbation: p, Diff: diff})
+				rep.Failures = append(rep.Failures, Failure{Perturbation: p, Diff: diff,
+					NotReached: p.Class != Unobserved && !got.fired})
 			}
 		}
 	}
@@ -406,6 +415,8 @@ func (h *harness) decode(seed uint64) (Perturbation, bool) {
 
 // outcome is what one run ends with.
 type outcome struct {
+	// fired says whether the perturbation's write came (a Crash's or a Stale's).
+	fired   bool
 	writes  []string
 	watched []schema.GroupVersionResource
 	leases  bool
@@ -423,6 +434,7 @@ type run struct {
 	mu         sync.Mutex
 	last       time.Time // of the last change of a resource not ignored
 	writes     []string
+	fired      bool
 	watched    map[schema.GroupVersionResource]bool
 	leases     bool
 	proc       *process
@@ -462,9 +474,7 @@ func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
 	defer r.c.shutdown()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := r.start(ctx, false); err != nil {
-		return nil, err
-	}
+	r.start(ctx, false)
 	supervised := make(chan error, 1)
 	go func() { supervised <- r.supervise(ctx) }()
 	stop := func() error {
@@ -493,7 +503,7 @@ func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
 	if err := stop(); err != nil {
 		return nil, err
 	}
-	out := &outcome{writes: r.writes, leases: r.leases, state: r.snapshot()}
+	out := &outcome{fired: r.fired, writes: r.writes, leases: r.leases, state: r.snapshot()}
 	for gvr := range r.watched {
 		out.watched = append(out.watched, gvr)
 	}
@@ -502,7 +512,7 @@ func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
 }
 
 // start starts a process of the controller.
-func (r *run) start(ctx context.Context, restart bool) error {
+func (r *run) start(ctx context.Context, restart bool) {
 	r.mu.Lock()
 	id := 0
 	if r.proc != nil {
@@ -527,7 +537,6 @@ func (r *run) start(ctx context.Context, restart bool) error {
 		}()
 		proc.done <- r.h.ctrl(pctx, env)
 	}()
-	return nil
 }
 
 // stop ends a process and waits for its Controller to return.
@@ -573,9 +582,7 @@ func (r *run) supervise(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if err := r.start(ctx, true); err != nil {
-				return err
-			}
+			r.start(ctx, true)
 			r.mu.Lock()
 			r.restarting = false
 			r.mu.Unlock()
@@ -702,9 +709,11 @@ func (r *run) react(id int, cl client) k8stesting.ReactionFunc {
 		switch p := r.p; {
 		case p == nil || p.Write != n:
 		case p.Class == Crash:
+			r.fired = true
 			r.proc.dead, r.restarting = true, true
 			r.crash <- struct{}{}
 		case p.Class == Stale:
+			r.fired = true
 			r.c.openWindow(p.Resource, false, gvr == p.Resource, p.Events, r.h.opts.Window)
 		}
 		return handled, obj, err
