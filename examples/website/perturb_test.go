@@ -23,9 +23,18 @@ import (
 // for the Lease the crashed replica did not release), with lagging caches and with
 // missed intermediate states: every run ends as the unperturbed one does.
 func TestWebsiteOperatorUnderPerturbation(t *testing.T) {
+	operator, steps := websiteScenario()
+	rep := perturb.Test(t, operator, steps, perturb.Options{Definitions: []*crd.Definition{website.Definition()}, Runs: 24, Budget: time.Minute})
+	if rep != nil && (rep.Runs == 0 || len(rep.Writes) < 8) {
+		t.Errorf("%d perturbed runs of a reference with writes %q: the scenario did not exercise the operator", rep.Runs, rep.Writes)
+	}
+}
+
+// websiteScenario returns the operator, one replica per process, and the scenario.
+func websiteScenario() (perturb.Controller, []perturb.Step) {
 	var replicas atomic.Int32
 	operator := func(ctx context.Context, env perturb.Env) error {
-		o, err := website.New(env.Clientset, env.Dynamic, website.Options{Namespace: "default", LeaderElection: leaderelection.Config{
+		o, err := website.New(env.Clientset, env.Dynamic, website.Options{Namespace: env.Namespace, LeaderElection: leaderelection.Config{
 			Identity:      fmt.Sprintf("replica-%d", replicas.Add(1)), // a fresh process, not the crashed one back
 			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}})
 		if err != nil {
@@ -34,12 +43,12 @@ func TestWebsiteOperatorUnderPerturbation(t *testing.T) {
 		return o.Run(ctx)
 	}
 	websites := func(env perturb.Env) *client.Dynamic[*website.Website] {
-		return client.FromDynamicNamespaced[*website.Website](env.Dynamic.Resource(website.Resource))("default")
+		return client.FromDynamicNamespaced[*website.Website](env.Dynamic.Resource(website.Resource))(env.Namespace)
 	}
 	create := func(name, message string, replicas int32) perturb.Step {
 		return perturb.Step{Name: "create " + name, Do: func(ctx context.Context, env perturb.Env) error {
 			_, err := websites(env).Create(ctx, &website.Website{TypeMeta: metav1.TypeMeta{APIVersion: website.Kind.GroupVersion().String(), Kind: website.Kind.Kind},
-				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: website.WebsiteSpec{Message: message, Replicas: replicas}}, metav1.CreateOptions{})
+				ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: name}, Spec: website.WebsiteSpec{Message: message, Replicas: replicas}}, metav1.CreateOptions{})
 			return err
 		}}
 	}
@@ -56,7 +65,7 @@ func TestWebsiteOperatorUnderPerturbation(t *testing.T) {
 			return err
 		}},
 		{Name: "hello's pods become ready", Do: func(ctx context.Context, env perturb.Env) error {
-			d, err := env.Clientset.AppsV1().Deployments("default").Get(ctx, "hello", metav1.GetOptions{})
+			d, err := env.Clientset.AppsV1().Deployments(env.Namespace).Get(ctx, "hello", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -65,15 +74,12 @@ func TestWebsiteOperatorUnderPerturbation(t *testing.T) {
 			// depends on whether the operator's update came first, which is no matter
 			// of the operator's correctness.
 			d.Status = appsv1.DeploymentStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
-			_, err = env.Clientset.AppsV1().Deployments("default").UpdateStatus(ctx, d, metav1.UpdateOptions{})
+			_, err = env.Clientset.AppsV1().Deployments(env.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
 			return err
 		}},
 		{Name: "delete bye", Do: func(ctx context.Context, env perturb.Env) error {
 			return websites(env).Delete(ctx, "bye", metav1.DeleteOptions{})
 		}},
 	}
-	rep := perturb.Test(t, operator, steps, perturb.Options{Definitions: []*crd.Definition{website.Definition()}, Runs: 24, Budget: time.Minute})
-	if rep != nil && (rep.Runs == 0 || len(rep.Writes) < 8) {
-		t.Errorf("%d perturbed runs of a reference with writes %q: the scenario did not exercise the operator", rep.Runs, rep.Writes)
-	}
+	return operator, steps
 }

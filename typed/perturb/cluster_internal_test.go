@@ -110,3 +110,20 @@ func TestWatchesReplayLagAndDisconnect(t *testing.T) {
 		}
 	})
 }
+
+func TestParsePath(t *testing.T) {
+	for path, want := range map[string]string{
+		"/api/v1/namespaces/ns/configmaps/web":                 "/v1, Resource=configmaps ns web  true",
+		"/api/v1/namespaces/ns/configmaps":                     "/v1, Resource=configmaps ns   true",
+		"/apis/apps/v1/namespaces/ns/deployments/web/status":   "apps/v1, Resource=deployments ns web status true",
+		"/apis/coordination.k8s.io/v1/namespaces/ns/leases/op": "coordination.k8s.io/v1, Resource=leases ns op  true",
+		"/api/v1/namespaces":                                   "/v1, Resource=namespaces    true",
+		"/apis/examples.typedinformer.io/v1/websites":          "examples.typedinformer.io/v1, Resource=websites    true",
+		"/healthz": "/, Resource=    false",
+	} {
+		gvr, ns, name, sub, ok := parsePath(path)
+		if got := fmt.Sprint(gvr, " ", ns, " ", name, " ", sub, " ", ok); got != want {
+			t.Errorf("parsePath(%q) = %q; want %q", path, got, want)
+		}
+	}
+}

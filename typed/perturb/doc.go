@@ -49,8 +49,10 @@
 // It serves neither server-side apply, watch-list, admission, defaulting nor garbage
 // collection; a controller that needs them is to be tested against typed/testenv.
 //
-// Why not typed/testenv: a run there costs a namespace and a Lease expiry of a real
-// server, and the crash and read perturbations need the server's side of every request;
-// in memory a run takes a few hundred milliseconds, so the whole perturbation matrix of
-// a scenario fits in a unit test.
+// Options.Server runs the crashes (only they: the reads of a real server are not the
+// harness's to perturb) on a real API server instead, such as typed/testenv's, each run
+// in a namespace of its own (Env.Namespace), the process's requests counted and cut at
+// its transport. A run there costs seconds (a real Lease expiry, a longer Quiet); in
+// memory it takes a few hundred milliseconds, so the whole perturbation matrix of a
+// scenario fits in a unit test.
 package perturb

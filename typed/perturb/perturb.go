@@ -23,6 +23,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -41,6 +42,8 @@ type Env struct {
 	Dynamic   dynamic.Interface
 	// Clock starts at Options.Start in every run; only steps move it.
 	Clock *clocktesting.FakeClock
+	// Namespace is the run's: "default" in memory, a fresh one on a Server.
+	Namespace string
 }
 
 // Controller runs one process of the controller under test on env until ctx ends, as its
@@ -124,6 +127,16 @@ type Options struct {
 	// Start is the clock's time at the start of every run (2026-01-01T00:00:00Z when
 	// zero).
 	Start time.Time
+	// Server, when set, runs every run on that API server (typed/testenv's
+	// AdminConfig) instead of in memory, each in a namespace of its own (Env.Namespace,
+	// left behind: without kube-controller-manager nothing would empty it), comparing
+	// the resources written in it. Only Crash runs there: the reads of a real server
+	// are not the harness's to perturb. Definitions are not needed (install the CRDs
+	// with the server); a run costs a real Lease expiry after each crash, and Quiet
+	// must cover what the server takes to answer (a new leader's consistent read waits
+	// about a second for kube-apiserver's bookmark): 1.5s is what the Website's test
+	// takes. Writes a crashed process had in flight still land.
+	Server *rest.Config
 }
 
 // Perturbation says what one perturbed run did; Seed alone replays it.
@@ -281,15 +294,22 @@ func newHarness(ctrl Controller, steps []Step, opts Options) (*harness, error) {
 		}
 	}
 	for _, c := range opts.Classes {
-		if c < Crash || c > Unobserved {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, c)
+		if c < Crash || c > Unobserved || opts.Server != nil && c != Crash {
+			return nil, fmt.Errorf("%w: %v (on a Server only Crash runs)", ErrInvalid, c)
 		}
 	}
 	if opts.Runs < 0 || opts.Budget < 0 || opts.Quiet < 0 || opts.Window < 0 || opts.StepTimeout < 0 {
 		return nil, fmt.Errorf("%w: a negative Runs, Budget, Quiet, Window or StepTimeout", ErrInvalid)
 	}
-	if len(opts.Classes) == 0 {
+	switch {
+	case len(opts.Classes) > 0:
+	case opts.Server != nil:
+		opts.Classes = []Class{Crash}
+	default:
 		opts.Classes = []Class{Crash, Stale, Unobserved}
+	}
+	if opts.Server != nil && opts.Replay != nil && Class(*opts.Replay%3) != Crash {
+		return nil, fmt.Errorf("%w: seed %d is not a crash's; on a Server only Crash runs", ErrInvalid, *opts.Replay)
 	}
 	opts.Runs = cmp.Or(opts.Runs, 60)
 	opts.Budget = cmp.Or(opts.Budget, 2*time.Minute)
@@ -435,6 +455,8 @@ type run struct {
 	last       time.Time // of the last change of a resource not ignored
 	writes     []string
 	fired      bool
+	ns         string                               // the run's namespace on a Server
+	touched    map[schema.GroupVersionResource]bool // written in it
 	watched    map[schema.GroupVersionResource]bool
 	leases     bool
 	proc       *process
@@ -463,15 +485,16 @@ func (p *process) starting() bool {
 func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
 	r := &run{h: h, p: p, clock: clocktesting.NewFakeClock(h.opts.Start), last: time.Now(),
 		watched: map[schema.GroupVersionResource]bool{}, crash: make(chan struct{}, 1)}
-	r.c = newCluster(r.clock, h.kinds)
-	r.c.mutation = func(gvr schema.GroupVersionResource) {
-		if !ignored(gvr) {
-			r.mu.Lock()
-			r.last = time.Now()
-			r.mu.Unlock()
+	if h.opts.Server != nil {
+		if err := r.onServer(ctx); err != nil {
+			return nil, err
 		}
+	} else {
+		r.c = newCluster(r.clock, h.kinds)
+		r.c.mutation = r.changed
+		defer r.c.shutdown()
 	}
-	defer r.c.shutdown()
+	parent := ctx // the end state is read after the processes' context ended
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.start(ctx, false)
@@ -503,7 +526,11 @@ func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
 	if err := stop(); err != nil {
 		return nil, err
 	}
-	out := &outcome{fired: r.fired, writes: r.writes, leases: r.leases, state: r.snapshot()}
+	state, err := r.snapshot(parent)
+	if err != nil {
+		return nil, err
+	}
+	out := &outcome{fired: r.fired, writes: r.writes, leases: r.leases, state: state}
 	for gvr := range r.watched {
 		out.watched = append(out.watched, gvr)
 	}
@@ -592,6 +619,9 @@ func (r *run) supervise(ctx context.Context) error {
 
 // expire closes the windows past their deadline and reports whether any is still open.
 func (r *run) expire() (open bool) {
+	if r.c == nil {
+		return false // a server's reads are not perturbed
+	}
 	open, closed := r.c.expireWindows()
 	if closed {
 		r.mu.Lock()
@@ -631,6 +661,9 @@ var errCrashed = errors.New("perturb: the process crashed (connection refused)")
 
 // env returns the clients of process id, or the scenario's (-1).
 func (r *run) env(id int) Env {
+	if r.h.opts.Server != nil {
+		return r.serverEnv(id)
+	}
 	cs := kubefake.NewClientset()
 	cs.ReactionChain, cs.WatchReactionChain, cs.ProxyReactionChain = nil, nil, nil
 	listKinds := map[schema.GroupVersionResource]string{}
@@ -653,20 +686,12 @@ func (r *run) env(id int) Env {
 				if r.dead(id) {
 					return true, nil, errCrashed
 				}
-				r.mu.Lock()
-				if !ignored(a.GetResource()) {
-					r.watched[a.GetResource()] = true
-				}
-				if r.proc.id == id && r.proc.unwatched[a.GetResource()] {
-					delete(r.proc.unwatched, a.GetResource())
-					r.last = time.Now()
-				}
-				r.mu.Unlock()
+				r.watching(id, a.GetResource())
 			}
 			return cl.watchReact(a)
 		})
 	}
-	return Env{Clientset: cs, Dynamic: dyn, Clock: r.clock}
+	return Env{Clientset: cs, Dynamic: dyn, Clock: r.clock, Namespace: "default"}
 }
 
 func (r *run) dead(id int) bool {
@@ -686,37 +711,64 @@ func (r *run) react(id int, cl client) k8stesting.ReactionFunc {
 		if id < 0 || err != nil {
 			return handled, obj, err
 		}
-		gvr := a.GetResource()
-		switch a.GetVerb() {
-		case "create", "update", "patch", "delete":
-		default:
-			return handled, obj, err
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if ignored(gvr) {
-			if gvr.Resource == "leases" {
-				r.leases = true
-				if r.proc.unleased {
-					r.proc.unleased = false
-					r.last = time.Now() // the quiet that counts begins as it leads
-				}
-			}
-			return handled, obj, err
-		}
-		r.writes = append(r.writes, describe(a, obj))
-		n := len(r.writes)
-		switch p := r.p; {
-		case p == nil || p.Write != n:
-		case p.Class == Crash:
-			r.fired = true
-			r.proc.dead, r.restarting = true, true
-			r.crash <- struct{}{}
-		case p.Class == Stale:
-			r.fired = true
-			r.c.openWindow(p.Resource, false, gvr == p.Resource, p.Events, r.h.opts.Window)
-		}
+		r.wrote(id, a.GetVerb(), a.GetResource(), func() string { return describe(a, obj) })
 		return handled, obj, err
+	}
+}
+
+// wrote counts process id's successful write (verb on gvr, desc naming it): write N
+// crashes the process or starts a lag; a Lease's write tells that the process leads.
+func (r *run) wrote(id int, verb string, gvr schema.GroupVersionResource, desc func() string) {
+	switch verb {
+	case "create", "update", "patch", "delete":
+	default:
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ignored(gvr) {
+		if gvr.Resource == "leases" {
+			r.leases = true
+			if r.proc.unleased {
+				r.proc.unleased = false
+				r.last = time.Now() // the quiet that counts begins as it leads
+			}
+		}
+		return
+	}
+	r.writes = append(r.writes, desc())
+	n := len(r.writes)
+	switch p := r.p; {
+	case p == nil || p.Write != n:
+	case p.Class == Crash:
+		r.fired = true
+		r.proc.dead, r.restarting = true, true
+		r.crash <- struct{}{}
+	case p.Class == Stale:
+		r.fired = true
+		r.c.openWindow(p.Resource, false, gvr == p.Resource, p.Events, r.h.opts.Window)
+	}
+}
+
+// watching notes that process id opened a watch of gvr.
+func (r *run) watching(id int, gvr schema.GroupVersionResource) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !ignored(gvr) {
+		r.watched[gvr] = true
+	}
+	if r.proc.id == id && r.proc.unwatched[gvr] {
+		delete(r.proc.unwatched, gvr)
+		r.last = time.Now()
+	}
+}
+
+// changed notes a change of the cluster: the quiet begins again.
+func (r *run) changed(gvr schema.GroupVersionResource) {
+	if !ignored(gvr) {
+		r.mu.Lock()
+		r.last = time.Now()
+		r.mu.Unlock()
 	}
 }
 
@@ -749,19 +801,33 @@ func describe(a k8stesting.Action, obj runtime.Object) string {
 }
 
 // snapshot returns the compared objects, normalised, by resource and key.
-func (r *run) snapshot() map[string]map[string]any {
-	out := map[string]map[string]any{}
+func (r *run) snapshot(ctx context.Context) (map[string]map[string]any, error) {
+	if r.h.opts.Server != nil {
+		return r.serverSnapshot(ctx)
+	}
 	r.c.mu.Lock()
 	var gvrs []schema.GroupVersionResource
 	for gvr := range r.c.res {
 		gvrs = append(gvrs, gvr)
 	}
 	r.c.mu.Unlock()
+	return r.h.state(gvrs, func(gvr schema.GroupVersionResource) ([]*unstructured.Unstructured, error) {
+		items, _, err := r.c.list(gvr, "", metav1.ListOptions{})
+		return items, err
+	})
+}
+
+// state lists the compared resources of gvrs and normalises their objects.
+func (h *harness) state(gvrs []schema.GroupVersionResource, list func(schema.GroupVersionResource) ([]*unstructured.Unstructured, error)) (map[string]map[string]any, error) {
+	out := map[string]map[string]any{}
 	for _, gvr := range gvrs {
-		if r.h.scope != nil && !r.h.scope[gvr] || r.h.scope == nil && ignored(gvr) {
+		if h.scope != nil && !h.scope[gvr] || h.scope == nil && ignored(gvr) {
 			continue
 		}
-		items, _, _ := r.c.list(gvr, "", metav1.ListOptions{})
+		items, err := list(gvr)
+		if err != nil {
+			return nil, fmt.Errorf("listing %v for the end state: %w", gvr, err)
+		}
 		objs := map[string]any{}
 		ranks := map[string]int{}
 		for _, u := range items {
@@ -771,13 +837,13 @@ func (r *run) snapshot() map[string]map[string]any {
 				ranks[u.GetNamespace()+"/"+g]++
 				u.SetName(g + "*")
 			}
-			objs[key] = r.h.normalize(u)
+			objs[key] = h.normalize(u)
 		}
 		if len(objs) > 0 {
 			out[gvr.String()] = objs
 		}
 	}
-	return out
+	return out, nil
 }
 
 // alwaysNondeterministic are the paths that differ between runs whatever the controller
