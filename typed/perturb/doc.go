@@ -25,6 +25,14 @@
 //     changes made meanwhile are never delivered, and when the window ends the watches
 //     get 410 Gone and their caches relist: only the final state of the burst is seen.
 //
+// After each step the harness waits until the cluster has not changed for Options.Quiet
+// (and a restarted process watches what the first one did, and holds its Lease if the
+// first one did). Quiet is not done: a key waiting for a lagging cache, or retried with
+// backoff, does nothing for a while, so the next step may come first. A scenario whose
+// meaning depends on the controller having acted (a clock stepped past a schedule once
+// the previous run started) waits for it in the step; a Failure whose write never came
+// (NotReached) points at a Quiet shorter than the controller's reactions.
+//
 // Each Failure names the perturbation, the write it followed, the seed that replays it
 // exactly (Options.Replay) and the diff (go-cmp) of the end states: every object of the
 // compared resources, minus what differs between runs whatever the controller does
