@@ -93,6 +93,7 @@ func TestWatchesReplayLagAndDisconnect(t *testing.T) {
 	})
 	t.Run("a disconnection drops changes, then ends the watch with 410 Gone; a watch from before it gets Gone too", func(t *testing.T) {
 		w := watchFrom(t, c, "5")
+		same(t, events(t, w, 1), "BOOKMARK @5")
 		c.openWindow(configMaps, true, false, 1, time.Hour)
 		c.create(configMaps, "default", configMap("f"))
 		c.create(configMaps, "default", configMap("g"))
