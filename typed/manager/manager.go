@@ -25,6 +25,7 @@ import (
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
+	"github.com/typedinformer/typedinformer/typed/webhook"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
 
@@ -110,6 +111,11 @@ type Options struct {
 	// metrics server, behind MetricsAuth when it is set (the path authorized is the
 	// profile's, e.g. /debug/pprof/heap). It needs a metrics server.
 	Pprof bool
+	// Webhook, when set, is run on every replica while Run runs (a runnable named
+	// "webhook server": a certificate that cannot be loaded or a port in use is Run's
+	// error), and /readyz waits until it listens with its certificate loaded. Register
+	// its webhooks with webhook.For, or Server.Register, before or while it runs.
+	Webhook *webhook.Server
 	// ResyncPeriod, when positive, makes every cache redeliver each object that has
 	// nothing pending to its handlers and loops that often (controller.Options.ResyncPeriod).
 	ResyncPeriod time.Duration
@@ -227,13 +233,18 @@ type Manager struct {
 
 // New returns a Manager with opts, ready to Run.
 func New(opts Options) *Manager {
-	return &Manager{
+	m := &Manager{
 		opts:      opts,
 		stoppedCh: make(chan struct{}),
 		entries:   map[cacheKey]*entry{},
 		active:    map[string]int{},
 		checks:    map[probe][]namedCheck{},
 	}
+	if opts.Webhook != nil {
+		m.runnables = append(m.runnables, &runnable{name: "webhook server", r: opts.Webhook})
+		m.checks[readiness] = append(m.checks[readiness], namedCheck{"webhook server", opts.Webhook.Ready})
+	}
+	return m
 }
 
 // FieldManager returns the field manager the Manager's runnables apply as (see
