@@ -45,7 +45,9 @@ func TestManagerServesWebhooksAndReadinessWaitsForThem(t *testing.T) {
 	l := listenLocal(t)
 	srv := webhook.NewServer(webhook.ServerOptions{Listener: l, CertDir: certs.Dir})
 	err = webhook.For[*corev1.Pod](srv).WithValidator(webhook.ValidatorFuncs[*corev1.Pod]{
-		Create: func(ctx context.Context, p *corev1.Pod) (webhook.Warnings, error) { return nil, webhook.Deny("no pods here") },
+		Create: func(ctx context.Context, p *corev1.Pod) (webhook.Warnings, error) {
+			return nil, webhook.Deny("no pods here")
+		},
 	}).Complete()
 	if err != nil {
 		t.Fatal(err)
