@@ -3,7 +3,10 @@
 // Deployment of web servers serving it, both controlled by the Website, kept as they
 // should be when someone edits them, and deleted by a finalizer when the Website goes. It
 // reports its status through the status subresource, records Events, and runs under
-// leader election: replicas keep their caches warm and one of them reconciles.
+// leader election: replicas keep their caches warm and one of them reconciles. Its
+// webhooks (webhook.go, served when Options.Webhooks is set) give a Website its title
+// by default, refuse a message longer than MaxMessageLength, and convert between the
+// CRD's two versions, v1 (Website, stored) and v2 (WebsiteV2).
 //
 // It is typedinformer's answer to "how much code is an operator": the wiring is the
 // manager.Builder declaration in New, and the whole operator this file.
@@ -30,6 +33,7 @@ import (
 	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/manager"
+	"github.com/typedinformer/typedinformer/typed/webhook"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
 
@@ -55,6 +59,12 @@ type Options struct {
 	// Metrics, when set, receives the metrics of the operator's caches and of its loop:
 	// it is the Manager's (manager.Options.Metrics), given once for all of them.
 	Metrics manager.Metrics
+	// Webhooks, when set, serves the Website's webhooks (SetupWebhooks: defaulting,
+	// validation, conversion between v1 and v2) over TLS with the certificate of its
+	// CertDir, on every replica; /readyz waits for them. A cluster reaches them through
+	// the Service WebhookServiceNamespace/WebhookServiceName (see WebhookConfigurations
+	// and Definition).
+	Webhooks *webhook.ServerOptions
 }
 
 // Operator is one replica of the Website operator: a Manager (Run runs it) and the
@@ -76,7 +86,14 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 	}
 	le := opts.LeaderElection
 	le.Client, le.Namespace, le.Name = cs.CoordinationV1(), cmp.Or(opts.Namespace, "default"), Component
-	m := manager.New(manager.Options{HealthProbeAddress: opts.HealthProbeAddress, LeaderElection: &le, Metrics: opts.Metrics})
+	var hooks *webhook.Server
+	if opts.Webhooks != nil {
+		hooks = webhook.NewServer(*opts.Webhooks)
+		if err := SetupWebhooks(hooks); err != nil {
+			return nil, err
+		}
+	}
+	m := manager.New(manager.Options{HealthProbeAddress: opts.HealthProbeAddress, LeaderElection: &le, Metrics: opts.Metrics, Webhook: hooks})
 	websites := client.FromDynamicNamespaced[*Website](dyn.Resource(Resource))
 
 	// The wiring: Websites are reconciled when their spec changes (not on status writes),
@@ -116,7 +133,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req typed.Request[*Website])
 	labels := map[string]string{"app.kubernetes.io/name": "website", "app.kubernetes.io/instance": w.Name}
 	change, err := r.configMaps.CreateOrUpdate(ctx, w, w.Namespace, w.Name, func(cm *corev1.ConfigMap) {
 		cm.Labels = merged(cm.Labels, labels)
-		cm.Data = map[string]string{"index.html": w.Spec.Message}
+		cm.Data = map[string]string{"index.html": w.Spec.Message, "title": w.Spec.Title}
 	})
 	if err = r.record(w, "ConfigMap", change, err); err != nil {
 		return typed.Result{}, err

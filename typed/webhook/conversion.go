@@ -102,10 +102,14 @@ func AddSpoke[S Convertible[H], H event.Object](c *Converter[H], version string)
 	return nil
 }
 
-// Path is where a Server serves c, by convention: "/convert-" followed by the group, dots
-// turned into dashes, and the lowercase kind, as in controller-runtime's webhook paths.
-func (c *Converter[H]) Path() string {
-	return "/convert-" + strings.ReplaceAll(c.kind.Group, ".", "-") + "-" + strings.ToLower(c.kind.Kind)
+// Path is where a Server serves c, by convention: ConvertPath of its group and kind.
+func (c *Converter[H]) Path() string { return ConvertPath(c.kind.GroupKind()) }
+
+// ConvertPath is where a Server serves the conversion webhook of kind, by convention:
+// "/convert-<group with dashes>-<lowercase kind>", after controller-runtime's webhook
+// paths; the CRD's conversion clientConfig names it.
+func ConvertPath(kind schema.GroupKind) string {
+	return "/convert-" + strings.ReplaceAll(kind.Group, ".", "-") + "-" + strings.ToLower(kind.Kind)
 }
 
 // Versions returns the versions c converts, sorted.
