@@ -53,7 +53,9 @@ func Definition() *crd.Definition {
 // InstallCRD installs the Website CRD, or upgrades it to this version of the Go types,
 // and waits until the API server serves Websites (crd.InstallDefinitions: the schemas of
 // embedded Kubernetes types, metav1.Condition here, come from the server). It reports
-// whether the CRD was new.
+// whether the CRD was new. v1 is served as it is; reading or writing v2 needs the
+// conversion webhook served (Options.Webhooks) behind the Service the Definition names,
+// with its CA bundle set.
 func InstallCRD(ctx context.Context, client apiextensionsclient.Interface) (created bool, err error) {
 	_, getErr := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, CRDName, metav1.GetOptions{})
 	if getErr != nil && !apierrors.IsNotFound(getErr) {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -207,6 +208,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Handler:           s.mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) }, // its logger
+		ErrorLog:          log.New(logWriter{logger}, "", 0),
 	}
 	s.mu.Lock()
 	s.addr = l.Addr()
@@ -228,6 +230,15 @@ func (s *Server) Run(ctx context.Context) error {
 	<-served
 	logger.Info("Stopped serving webhooks")
 	return nil
+}
+
+// logWriter sends what net/http logs (TLS handshake errors of clients that do not trust
+// the certificate, mostly) to the server's logger at verbosity 2, instead of stderr.
+type logWriter struct{ logger klog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.logger.V(2).Info("Webhook server", "message", strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // certReloader holds the serving certificate and key read from two files, and reads them
