@@ -313,3 +313,28 @@ func TestConstructorsRefuseWhatCannotWork(t *testing.T) {
 }
 
 func second[A any](_ A, err error) error { return err }
+
+// A defaulter that refuses, or panics after changing the object, refuses the request
+// with no patch: a half-defaulted object is never sent back.
+func TestADefaulterThatRefusesOrPanicsSendsNoPatch(t *testing.T) {
+	for name, tc := range map[string]struct {
+		fail func()
+		code int32
+	}{
+		"refuses": {func() {}, http.StatusForbidden},
+		"panics":  {func() { panic("half done") }, http.StatusInternalServerError},
+	} {
+		h, err := webhook.NewDefaulting(podKind, webhook.DefaulterFunc[*corev1.Pod](func(ctx context.Context, p *corev1.Pod) (webhook.Warnings, error) {
+			p.Labels = map[string]string{"half": "done"}
+			tc.fail()
+			return webhook.Warnings{"w"}, webhook.Deny("no")
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := review(t, h, request(admissionv1.Create, raw(t, pod("p", "a")), runtime.RawExtension{}))
+		if resp.Allowed || resp.Patch != nil || resp.PatchType != nil || resp.Result == nil || resp.Result.Code != tc.code {
+			t.Errorf("%s: response %+v, patch %s; want refused %d with no patch", name, resp.Result, resp.Patch, tc.code)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -239,5 +240,32 @@ func TestConverterRefusesWhatCannotWork(t *testing.T) {
 	}
 	if code, body := post(c, "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u"}}`)); code != http.StatusBadRequest {
 		t.Errorf("an AdmissionReview: %d %s; want 400", code, body)
+	}
+}
+
+// Reviews served concurrently while a version is added see either converter state,
+// never a torn one (-race).
+func TestConversionsRaceWithAddSpoke(t *testing.T) {
+	c, err := webhook.NewConverter[*thingV1](thingKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 20 {
+				resp := convert(t, c, "things.example.com/v1", v1Thing("a", "m", 1))
+				if resp.Result.Status != metav1.StatusSuccess {
+					t.Errorf("v1 to v1: %+v", resp.Result)
+				}
+			}
+		})
+	}
+	if err := webhook.AddSpoke[*thingV2](c, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if resp := convert(t, c, "things.example.com/v2", v1Thing("a", "m", 1)); resp.Result.Status != metav1.StatusSuccess {
+		t.Errorf("to the version added: %+v", resp.Result)
 	}
 }

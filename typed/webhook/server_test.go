@@ -251,3 +251,30 @@ func TestRegisterAndBuilderRefuseWhatCannotWork(t *testing.T) {
 		t.Errorf("a custom resource with its kind: %v", err)
 	}
 }
+
+// Handshakes racing with rotations each get a whole pair, old or new, that the CA
+// verifies: never a certificate with the other's key, never a failed handshake.
+func TestHandshakesDuringRotationsAlwaysGetAWholePair(t *testing.T) {
+	_, certs, url, _ := serving(t, webhook.ServerOptions{}, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 8 {
+		wg.Go(func() {
+			for range 8 {
+				if _, _, err := fetch(url+"/none", certs.CABundle); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for range 8 {
+		if _, err := certs.Rotate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a request during rotations: %v", err)
+	}
+}
