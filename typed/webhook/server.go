@@ -82,8 +82,12 @@ type Server struct {
 	addr    net.Addr // while listening, with a certificate loaded
 }
 
-// NewServer returns a Server with opts, ready to Register handlers and Run.
-func NewServer(opts ServerOptions) *Server {
+// NewServer returns a Server with opts, ready to Register handlers and Run. The zero
+// Server is one with the zero ServerOptions.
+func NewServer(opts ServerOptions) *Server { return &Server{opts: opts} }
+
+// withDefaults returns opts with the defaults of what is unset.
+func withDefaults(opts ServerOptions) ServerOptions {
 	if opts.CertDir == "" {
 		opts.CertDir = DefaultCertDir()
 	}
@@ -102,7 +106,15 @@ func NewServer(opts ServerOptions) *Server {
 	if guard.IsNil(opts.Listener) {
 		opts.Listener = nil
 	}
-	return &Server{opts: opts, mux: http.NewServeMux(), paths: map[string]bool{}}
+	return opts
+}
+
+// muxLocked returns the Server's mux, made on first use. Called with s.mu held.
+func (s *Server) muxLocked() *http.ServeMux {
+	if s.mux == nil {
+		s.mux, s.paths = http.NewServeMux(), map[string]bool{}
+	}
+	return s.mux
 }
 
 // Register serves h at path, before or while the Server runs. It returns an error
@@ -120,8 +132,9 @@ func (s *Server) Register(path string, h http.Handler) error {
 	if s.paths[path] {
 		return fmt.Errorf("%w: path %q is registered already", ErrInvalidOptions, path)
 	}
+	mux := s.muxLocked()
 	s.paths[path] = true
-	s.mux.Handle(path, h)
+	mux.Handle(path, h)
 	return nil
 }
 
@@ -177,6 +190,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	s.running = true
+	mux := s.muxLocked()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -184,8 +198,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.mu.Unlock()
 	}()
 	logger := klog.FromContext(ctx)
-	l := s.opts.Listener
-	certs := &certReloader{cert: filepath.Join(s.opts.CertDir, s.opts.CertName), key: filepath.Join(s.opts.CertDir, s.opts.KeyName), logger: logger}
+	opts := withDefaults(s.opts)
+	l := opts.Listener
+	certs := &certReloader{cert: filepath.Join(opts.CertDir, opts.CertName), key: filepath.Join(opts.CertDir, opts.KeyName), logger: logger}
 	if err := certs.load(); err != nil {
 		if l != nil {
 			_ = l.Close()
@@ -194,18 +209,18 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if l == nil {
 		var err error
-		if l, err = net.Listen("tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port))); err != nil {
+		if l, err = net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port))); err != nil {
 			return fmt.Errorf("webhook server: %w", err)
 		}
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}, GetCertificate: certs.get}
-	for _, o := range s.opts.TLSOpts {
+	for _, o := range opts.TLSOpts {
 		if o != nil {
 			o(cfg)
 		}
 	}
 	srv := &http.Server{
-		Handler:           s.mux,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) }, // its logger
 		ErrorLog:          log.New(logWriter{logger}, "", 0),
@@ -221,10 +236,10 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("webhook server: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		logger.Error(err, "Reviews in flight did not finish in time; closing their connections", "timeout", s.opts.ShutdownTimeout)
+		logger.Error(err, "Reviews in flight did not finish in time; closing their connections", "timeout", opts.ShutdownTimeout)
 		_ = srv.Close()
 	}
 	<-served

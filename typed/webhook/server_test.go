@@ -278,3 +278,17 @@ func TestHandshakesDuringRotationsAlwaysGetAWholePair(t *testing.T) {
 		t.Errorf("a request during rotations: %v", err)
 	}
 }
+
+// The zero Server takes registrations and runs with the defaults: here, no certificate
+// in the default directory is Run's error naming it, not a panic.
+func TestTheZeroServerUsesTheDefaults(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	var srv webhook.Server
+	if err := srv.Register("/a", http.NotFoundHandler()); err != nil {
+		t.Fatal(err)
+	}
+	err := srv.Run(context.Background())
+	if !errors.Is(err, webhook.ErrCertificate) || !strings.Contains(err.Error(), filepath.Join(webhook.DefaultCertDir(), webhook.DefaultCertName)) {
+		t.Errorf("Run = %v; want ErrCertificate naming the default certificate", err)
+	}
+}
