@@ -119,6 +119,11 @@ const probeLabel = "testenv.typedinformer.io/webhook-probe"
 // configurations created after the given ones (probes matching only a labelled dry-run
 // ConfigMap, removed again), which it sees after the given ones. A configuration or CRD
 // that exists already is replaced.
+//
+// The probes' object is a dry-run ConfigMap in namespace default labelled
+// testenv.typedinformer.io/webhook-probe: a given webhook that refuses it (one that
+// refuses every ConfigMap, say) may keep InstallWebhooks waiting until ctx ends; exclude
+// the label with an objectSelector.
 func (env *Environment) InstallWebhooks(ctx context.Context, opts WebhookInstallOptions) error {
 	base, err := url.Parse(opts.URL)
 	if err != nil || base.Scheme != "https" || base.Host == "" {
@@ -288,7 +293,10 @@ func probeWebhooks(ctx context.Context, cs kubernetes.Interface, caBundle []byte
 	rules := []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}
 	fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
-	name := "testenv-probe-" + id
+	// Mutating webhooks are called in the order of their configurations' names: "0-"
+	// sorts the probe before nearly every other, so that its failure is the one reported
+	// even when another webhook would refuse the probe's ConfigMap.
+	name := "0-testenv-probe-" + id
 	probe := func(webhook string) error {
 		return poll(ctx, func(ctx context.Context) (string, error) {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "webhook-probe-", Labels: map[string]string{probeLabel: id}}}
