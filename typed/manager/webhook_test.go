@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -64,24 +65,48 @@ func TestManagerServesWebhooksAndReadinessWaitsForThem(t *testing.T) {
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(certs.CABundle)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-	defer tr.CloseIdleConnections()
-	obj, _ := json.Marshal(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}})
-	body, _ := json.Marshal(&admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: obj}}})
-	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Post("https://"+l.Addr().String()+webhook.ValidatePath(corev1.SchemeGroupVersion.WithKind("Pod")), "application/json", bytes.NewReader(body))
-	if err != nil {
+	url := "https://" + l.Addr().String() + webhook.ValidatePath(corev1.SchemeGroupVersion.WithKind("Pod"))
+	// A review answered by the webhook: the denial's message.
+	denial := func() (string, error) {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+		defer tr.CloseIdleConnections()
+		obj, _ := json.Marshal(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}})
+		body, _ := json.Marshal(&admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: obj}}})
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		var review admissionv1.AdmissionReview
+		if err := json.Unmarshal(out, &review); err != nil || review.Response == nil || review.Response.Result == nil {
+			return "", fmt.Errorf("answer %s: %v", out, err)
+		}
+		return review.Response.Result.Message, nil
+	}
+	if got, err := denial(); err != nil || got != "no pods here" {
+		t.Errorf("the validating webhook answered %q, %v; want the denial", got, err)
+	}
+	// A runnable finishing after Run's context ended can still reach the webhooks (a
+	// loop's last writes may go through them): the server stops after the runnables.
+	lastWrite := make(chan error, 1)
+	if err := m.Add("finishing", manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		got, err := denial()
+		if err == nil && got != "no pods here" {
+			err = fmt.Errorf("answered %q", got)
+		}
+		lastWrite <- err
+		return nil
+	})); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var review admissionv1.AdmissionReview
-	if err := json.Unmarshal(out, &review); err != nil || review.Response == nil || review.Response.Allowed || review.Response.Result.Message != "no pods here" {
-		t.Errorf("the validating webhook answered %s (%v); want the denial", out, err)
-	}
-	tr.CloseIdleConnections()
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
+	}
+	if err := receive(t, lastWrite, "the finishing runnable's review"); err != nil {
+		t.Errorf("a review during the shutdown: %v; want the webhook's answer", err)
 	}
 	if _, err := net.DialTimeout("tcp", l.Addr().String(), time.Second); err == nil {
 		t.Error("the webhook server still listens after Run returned")
