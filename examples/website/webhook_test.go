@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"math/big"
-	"net"
 	"strings"
 	"testing"
 
@@ -44,7 +43,7 @@ func (c *cluster) serveWebhooks(t *testing.T, env *testenv.Environment) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, url, err := certs.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +54,7 @@ func (c *cluster) serveWebhooks(t *testing.T, env *testenv.Environment) {
 	mutating, validating := website.WebhookConfigurations()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if err := env.InstallWebhooks(ctx, testenv.WebhookInstallOptions{URL: "https://" + c.hooks.addr, CABundle: certs.CABundle,
+	if err := env.InstallWebhooks(ctx, testenv.WebhookInstallOptions{URL: url, CABundle: certs.CABundle,
 		Mutating: []*admissionregistrationv1.MutatingWebhookConfiguration{mutating}, Validating: []*admissionregistrationv1.ValidatingWebhookConfiguration{validating},
 		Definitions: []*crd.Definition{website.Definition()}}); err != nil {
 		t.Fatal(err)

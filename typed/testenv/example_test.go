@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"time"
 
@@ -95,7 +94,7 @@ func ExampleEnvironment_InstallWebhooks() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, url, err := certs.Listen() // 127.0.0.1, which the certificate is for
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -113,7 +112,7 @@ func ExampleEnvironment_InstallWebhooks() {
 	go func() { _ = srv.Run(ctx) }()
 
 	fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
-	err = env.InstallWebhooks(ctx, testenv.WebhookInstallOptions{URL: "https://" + l.Addr().String(), CABundle: certs.CABundle,
+	err = env.InstallWebhooks(ctx, testenv.WebhookInstallOptions{URL: url, CABundle: certs.CABundle,
 		Validating: []*admissionregistrationv1.ValidatingWebhookConfiguration{{ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
 			Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "configmaps.example.com",
 				ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{

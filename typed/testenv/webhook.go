@@ -88,6 +88,17 @@ func (c *WebhookCertificates) Rotate() (*big.Int, error) {
 	return cert.SerialNumber, nil
 }
 
+// Listen listens on a free port of 127.0.0.1, the address the certificate is for, and
+// returns the listener, for the test's webhook server (webhook.ServerOptions.Listener),
+// and the server's URL, for [WebhookInstallOptions].
+func (c *WebhookCertificates) Listen() (net.Listener, string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("testenv: %w", err)
+	}
+	return l, "https://" + l.Addr().String(), nil
+}
+
 // WebhookInstallOptions say what [Environment.InstallWebhooks] installs, pointing at a
 // test's webhook server.
 type WebhookInstallOptions struct {

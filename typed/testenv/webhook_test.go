@@ -5,7 +5,6 @@ package testenv_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,7 +26,7 @@ func webhookSteps(t *testing.T, env *testenv.Environment, admin kubernetes.Inter
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, url, err := certs.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +62,6 @@ func webhookSteps(t *testing.T, env *testenv.Environment, admin kubernetes.Inter
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}},
 			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"refuse": "yes"}},
 			FailurePolicy:  &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}}}}
-	url := "https://" + l.Addr().String()
 	for name, opts := range map[string]testenv.WebhookInstallOptions{
 		"an http URL":  {URL: "http://" + l.Addr().String(), CABundle: certs.CABundle},
 		"no CA bundle": {URL: url},

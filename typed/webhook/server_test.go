@@ -34,7 +34,7 @@ func serving(t *testing.T, opts webhook.ServerOptions, register func(*webhook.Se
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, url, err := certs.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func serving(t *testing.T, opts webhook.ServerOptions, register func(*webhook.Se
 		}
 	})
 	testwait.Eventually(t, "the server is ready", func() bool { return srv.Ready(nil) == nil }, testwait.Timeout)
-	return srv, certs, "https://" + srv.Addr().String(), stop
+	return srv, certs, url, stop
 }
 
 // serial returns the serial number of the certificate a new TLS connection to url is
