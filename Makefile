@@ -47,12 +47,9 @@ unit:
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzEventQueueCollection$$' -fuzztime $(FUZZTIME) ./eventcache/
-	$(GO) test -run '^$$' -fuzz '^FuzzObjectKey$$' -fuzztime $(FUZZTIME) ./event/
-	$(GO) test -run '^$$' -fuzz '^FuzzNotNewerAgreesWithParsing$$' -fuzztime $(FUZZTIME) ./event/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompression$$' -fuzztime $(FUZZTIME) ./queue/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppliedIsALowWatermark$$' -fuzztime $(FUZZTIME) ./queue/
-	$(GO) test -run '^$$' -fuzz '^FuzzReflectorWatchEvents$$' -fuzztime $(FUZZTIME) ./reflect/
+	@GO=$(GO) bash internal/tools/fuzz.sh $(FUZZTIME) \
+		./eventcache/:FuzzEventQueueCollection ./event/:FuzzObjectKey ./event/:FuzzNotNewerAgreesWithParsing \
+		./queue/:FuzzCompression ./queue/:FuzzAppliedIsALowWatermark ./reflect/:FuzzReflectorWatchEvents
 
 ## demo: run the example typed controller against $$KUBECONFIG, or a local control plane
 demo: $(if $(KUBECONFIG),,controlplane)
