@@ -19,8 +19,8 @@ controlplane:
 
 # NESTED: Go modules of their own inside the repository, which ./... does not reach and
 # which make vet and make test cover too (the Prometheus adapter, kept out of the
-# library's go.mod).
-NESTED := typed/metrics/prometheus
+# library's go.mod, and the example mains that use it).
+NESTED := typed/metrics/prometheus examples/website/cmd/website-operator examples/cronjob/cmd/cronjob-operator
 
 ## vet: gofmt and go vet over the library, the examples, the end-to-end tests and the nested modules
 vet:

@@ -10,7 +10,6 @@
 package website
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +54,12 @@ type Options struct {
 	// Metrics, when set, receives the metrics of the operator's caches and of its loop:
 	// it is the Manager's (manager.Options.Metrics), given once for all of them.
 	Metrics manager.Metrics
+	// Manager is the rest of the Manager's options, as a main's operator.Run gives them
+	// (metrics server, CRD installation, ...). The fields above, when set, replace
+	// theirs; its LeaderElection is used when LeaderElection above has no Identity (with
+	// neither, the operator runs alone, without leader election), and New names the
+	// Lease.
+	Manager manager.Options
 }
 
 // Operator is one replica of the Website operator: a Manager (Run runs it) and the
@@ -74,9 +79,7 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 	if err != nil {
 		return nil, err
 	}
-	le := opts.LeaderElection
-	le.Client, le.Namespace, le.Name = cs.CoordinationV1(), cmp.Or(opts.Namespace, "default"), Component
-	m := manager.New(manager.Options{HealthProbeAddress: opts.HealthProbeAddress, LeaderElection: &le, Metrics: opts.Metrics})
+	m := manager.New(managerOptions(cs, opts))
 	websites := client.FromDynamicNamespaced[*Website](dyn.Resource(Resource))
 
 	// The wiring: Websites are reconciled when their spec changes (not on status writes),

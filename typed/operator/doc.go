@@ -5,15 +5,11 @@
 //	func main() {
 //		flags := operator.Register(flag.CommandLine, operator.Defaults("website-operator"), operator.WithKlog)
 //		flag.Parse()
-//		err := operator.Run(context.Background(), flags, func(cfg *rest.Config, opts manager.Options) (*manager.Manager, error) {
+//		operator.Main(flags, func(cfg *rest.Config, opts manager.Options) (*manager.Manager, error) {
 //			m := manager.New(opts) // add Metrics and MetricsHandler, InstallCRDs, ... to opts first
 //			// ... manager.For(m, ...).Complete(reconciler)
 //			return m, nil
 //		})
-//		if err != nil {
-//			klog.Background().Error(err, "website-operator")
-//			os.Exit(1)
-//		}
 //	}
 //
 // Register registers the flags (-kubeconfig, -metrics-bind-address, -metrics-auth,
@@ -24,8 +20,8 @@
 // ~/.kube/config), and Flags.Options gives the Manager's options the flags say, with
 // the Lease's namespace and a unique identity derived in a pod. Run does both, builds
 // the program's Manager with them, and runs it until SIGTERM or SIGINT (SignalContext);
-// a second signal exits at once. Nothing in the package exits the process but that
-// second signal; Run returns its errors, for the main to exit 1.
+// a second signal exits at once. Run returns its errors; Main, for a main, logs one and
+// exits 1. Nothing else in the package exits the process.
 //
 // Run's Manager is the program's: the package does not choose a metrics library (the
 // Prometheus adapter is module

@@ -50,6 +50,17 @@ func Run[R manager.Runnable](ctx context.Context, f *Flags, build func(cfg *rest
 	return r.Run(ctx)
 }
 
+// Main is Run for a main: it runs until SIGTERM or SIGINT, and exits the process with
+// status 1, after logging the error, when Run returns one. It returns when Run returns
+// nil, and the main with it, exiting 0.
+func Main[R manager.Runnable](f *Flags, build func(cfg *rest.Config, opts manager.Options) (R, error)) {
+	if err := Run(context.Background(), f, build); err != nil {
+		klog.Background().Error(err, "exiting")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
 // call calls build, turning a panic into a *controller.PanicError.
 func call[R any](build func(*rest.Config, manager.Options) (R, error), cfg *rest.Config, opts manager.Options) (r R, err error) {
 	defer func() {
