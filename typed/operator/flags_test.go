@@ -79,6 +79,9 @@ func TestAFlagNameTakenIsAnErrorNotAPanic(t *testing.T) {
 }
 
 func TestRegisterOnANilFlagSetUsesTheCommandLine(t *testing.T) {
+	saved := flag.CommandLine
+	flag.CommandLine = newFlagSet() // the test binary's own is left as it is
+	t.Cleanup(func() { flag.CommandLine = saved })
 	f := operator.Register(nil, operator.Defaults("lease"), operator.WithoutKlog)
 	if err := flag.CommandLine.Set("identity", "from-the-command-line"); err != nil {
 		t.Fatal(err)
