@@ -212,3 +212,17 @@ func TestRunRunsTheManagerWithTheFlagsOptions(t *testing.T) {
 		t.Errorf("Run = %v after its context ended", err)
 	}
 }
+
+// The default -metrics-bind-address with a Manager given no MetricsHandler is Run's
+// error at start, not a program that serves no metrics in silence.
+func TestDefaultMetricsWithoutAHandlerIsAnError(t *testing.T) {
+	environment(t)
+	f := operator.Defaults("lease")
+	f.Kubeconfig, f.LeaderElection, f.HealthProbeAddress = kubeconfig(t, t.TempDir(), "https://kube.example", ""), false, "0"
+	err := operator.Run(context.Background(), &f, func(_ *rest.Config, opts manager.Options) (*manager.Manager, error) {
+		return manager.New(opts), nil
+	})
+	if !errors.Is(err, manager.ErrMetricsOptions) {
+		t.Errorf("Run = %v, want manager.ErrMetricsOptions", err)
+	}
+}
