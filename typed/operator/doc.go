@@ -23,6 +23,11 @@
 // a second signal exits at once. Run returns its errors; Main, for a main, logs one and
 // exits 1. Nothing else in the package exits the process.
 //
+// In a cluster, the program's service account needs, besides what its loops read and
+// write: get, create and update on leases (coordination.k8s.io) in the Lease's namespace
+// with leader election on, and create on tokenreviews (authentication.k8s.io) and
+// subjectaccessreviews (authorization.k8s.io) with -metrics-auth.
+//
 // Run's Manager is the program's: the package does not choose a metrics library (the
 // Prometheus adapter is module
 // github.com/typedinformer/typedinformer/typed/metrics/prometheus), nor what the Manager
