@@ -13,7 +13,6 @@
 package website
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,11 +58,18 @@ type Options struct {
 	// Metrics, when set, receives the metrics of the operator's caches and of its loop:
 	// it is the Manager's (manager.Options.Metrics), given once for all of them.
 	Metrics manager.Metrics
-	// Webhooks, when set, serves the Website's webhooks (SetupWebhooks: defaulting,
-	// validation, conversion between v1 and v2) over TLS with the certificate of its
-	// CertDir, on every replica; /readyz waits for them. A cluster reaches them through
-	// the Service WebhookServiceNamespace/WebhookServiceName (see WebhookConfigurations
-	// and Definition).
+	// Manager is the rest of the Manager's options, as a main's operator.Run gives them
+	// (metrics server, CRD installation, ...). The fields above, when set, replace
+	// theirs; its LeaderElection is used when LeaderElection above has no Identity (with
+	// neither, the operator runs alone, without leader election), and New names the
+	// Lease. New registers the Website's webhooks on its Webhook server, when it has one.
+	Manager manager.Options
+	// Webhooks, when set, makes the Manager's webhook server with these options (the
+	// certificate of its CertDir): it serves the Website's webhooks (SetupWebhooks:
+	// defaulting, validation, conversion between v1 and v2) over TLS on every replica,
+	// and /readyz waits for it. A cluster reaches them through the Service
+	// WebhookServiceNamespace/WebhookServiceName (see WebhookConfigurations and
+	// Definition).
 	Webhooks *webhook.ServerOptions
 }
 
@@ -84,16 +90,16 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 	if err != nil {
 		return nil, err
 	}
-	le := opts.LeaderElection
-	le.Client, le.Namespace, le.Name = cs.CoordinationV1(), cmp.Or(opts.Namespace, "default"), Component
-	var hooks *webhook.Server
+	mo := managerOptions(cs, opts)
 	if opts.Webhooks != nil {
-		hooks = webhook.NewServer(*opts.Webhooks)
-		if err := SetupWebhooks(hooks); err != nil {
+		mo.Webhook = webhook.NewServer(*opts.Webhooks)
+	}
+	if mo.Webhook != nil {
+		if err := SetupWebhooks(mo.Webhook); err != nil {
 			return nil, err
 		}
 	}
-	m := manager.New(manager.Options{HealthProbeAddress: opts.HealthProbeAddress, LeaderElection: &le, Metrics: opts.Metrics, Webhook: hooks})
+	m := manager.New(mo)
 	websites := client.FromDynamicNamespaced[*Website](dyn.Resource(Resource))
 
 	// The wiring: Websites are reconciled when their spec changes (not on status writes),
