@@ -50,18 +50,36 @@ func Definition() *crd.Definition {
 	}
 }
 
-// InstallCRD installs the Website CRD, or upgrades it to this version of the Go types,
-// and waits until the API server serves Websites (crd.InstallDefinitions: the schemas of
-// embedded Kubernetes types, metav1.Condition here, come from the server). It reports
-// whether the CRD was new. v1 is served as it is; reading or writing v2 needs the
-// conversion webhook served (Options.Webhooks) behind the Service the Definition names,
-// with its CA bundle set.
+// DefinitionV1 is Definition with v1 alone and no conversion: the CRD a cluster can
+// serve without the operator's webhooks. With v2 listed and no webhook to convert,
+// every read of v2 would fail, and v2 is what kubectl prefers.
+func DefinitionV1() *crd.Definition {
+	d := Definition()
+	d.Versions, d.Conversion = d.Versions[:1], nil
+	return d
+}
+
+// DefinitionFor returns the CRD an operator installs: both versions (Definition) when it
+// serves the conversion webhook, v1 alone (DefinitionV1) when it does not.
+func DefinitionFor(webhooks bool) *crd.Definition {
+	if webhooks {
+		return Definition()
+	}
+	return DefinitionV1()
+}
+
+// InstallCRD installs the Website CRD as a cluster without the operator's webhooks can
+// serve it (DefinitionV1), or upgrades it to this version of the Go types, and waits until
+// the API server serves Websites (crd.InstallDefinitions: the schemas of embedded
+// Kubernetes types, metav1.Condition here, come from the server). It reports whether
+// the CRD was new. An operator that serves its webhooks installs both versions
+// (DefinitionFor).
 func InstallCRD(ctx context.Context, client apiextensionsclient.Interface) (created bool, err error) {
 	_, getErr := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, CRDName, metav1.GetOptions{})
 	if getErr != nil && !apierrors.IsNotFound(getErr) {
 		return false, fmt.Errorf("installing the Website CRD: %w", getErr)
 	}
-	if err := crd.InstallDefinitions(ctx, client, Definition()); err != nil {
+	if err := crd.InstallDefinitions(ctx, client, DefinitionV1()); err != nil {
 		return false, fmt.Errorf("installing the Website CRD: %w", err)
 	}
 	return getErr != nil, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"k8s.io/klog/v2"
+
+	"github.com/typedinformer/typedinformer/typed/webhook"
 )
 
 // Flags are the settings every operator program takes from its command line. Register
@@ -33,6 +35,14 @@ type Flags struct {
 	// Identity (-identity) is this replica's identity in leader election; when empty,
 	// Options derives one that no other replica has (see Options).
 	Identity string
+	// WebhookCertPath (-webhook-cert-path) is the directory of the webhook server's
+	// certificate and key (tls.crt and tls.key, as cert-manager writes them); when set,
+	// Options gives the Manager a webhook server on WebhookPort serving them, reloaded
+	// when they change (manager.Options.Webhook). When empty, no webhooks are served.
+	WebhookCertPath string
+	// WebhookPort (-webhook-port) is the webhook server's port; webhook.DefaultPort
+	// (9443, controller-runtime's) when zero.
+	WebhookPort int
 
 	// LeaseName names the Lease; it is not a flag: it is the program's, the same on every
 	// replica (controller-runtime's LeaderElectionID).
@@ -58,9 +68,11 @@ const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 //   - metrics on ":8080", where controller-runtime's Manager serves them when told
 //     nothing, so the scrape configurations written for it find them;
 //   - health probes on ":8081", as controller-runtime's generated mains and manifests
-//     expect.
+//     expect;
+//   - no webhook server until -webhook-cert-path names its certificate (a server without
+//     one could not start), then on port 9443, controller-runtime's.
 func Defaults(leaseName string) Flags {
-	return Flags{MetricsAddress: ":8080", HealthProbeAddress: ":8081", LeaderElection: true, LeaseName: leaseName}
+	return Flags{MetricsAddress: ":8080", HealthProbeAddress: ":8081", LeaderElection: true, LeaseName: leaseName, WebhookPort: webhook.DefaultPort}
 }
 
 // Klog says whether Register registers klog's flags (-v, -vmodule, ...) too.
@@ -104,6 +116,10 @@ func Register(fs *flag.FlagSet, defaults Flags, k Klog) *Flags {
 	boolean(&f.LeaderElection, "leader-elect", "reconcile only while this replica holds the Lease "+defaults.LeaseName+", so that replicas never reconcile at once")
 	str(&f.LeaderElectionNamespace, "leader-election-namespace", "the Lease's namespace; when unset: $POD_NAMESPACE, the pod's service account's, then the kubeconfig context's")
 	str(&f.Identity, "identity", "this replica's identity in leader election; when unset: $POD_NAME or the host name, and a unique suffix")
+	str(&f.WebhookCertPath, "webhook-cert-path", "the directory of the webhook server's tls.crt and tls.key (reloaded when they change); when unset, no webhooks are served")
+	if !f.taken(fs, "webhook-port") {
+		fs.IntVar(&f.WebhookPort, "webhook-port", f.WebhookPort, "the webhook server's port (with -webhook-cert-path)")
+	}
 	if k == WithKlog && fs.Lookup("v") == nil {
 		klog.InitFlags(fs)
 	}

@@ -26,13 +26,13 @@ func TestDefaultsAreADeployedOperators(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	want := operator.Flags{MetricsAddress: ":8080", HealthProbeAddress: ":8081", LeaderElection: true, LeaseName: "lease"}
+	want := operator.Flags{MetricsAddress: ":8080", HealthProbeAddress: ":8081", LeaderElection: true, LeaseName: "lease", WebhookPort: 9443}
 	if diff := cmp.Diff(want, *f, cmpopts.IgnoreUnexported(operator.Flags{})); diff != "" {
 		t.Errorf("parsed defaults (-want +got):\n%s", diff)
 	}
 	// -help shows them as defaults.
 	for name, def := range map[string]string{"metrics-bind-address": ":8080", "health-probe-bind-address": ":8081", "leader-elect": "true",
-		"kubeconfig": "", "leader-election-namespace": "", "identity": "", "metrics-auth": "false"} {
+		"kubeconfig": "", "leader-election-namespace": "", "identity": "", "metrics-auth": "false", "webhook-cert-path": "", "webhook-port": "9443"} {
 		if fl := fs.Lookup(name); fl == nil || fl.DefValue != def {
 			t.Errorf("flag -%s: %+v, want one with default %q", name, fl, def)
 		}
@@ -46,12 +46,12 @@ func TestEveryFlagSetsItsField(t *testing.T) {
 	fs := newFlagSet()
 	f := operator.Register(fs, operator.Defaults("lease"), operator.WithKlog)
 	err := fs.Parse([]string{"-kubeconfig", "/k", "-metrics-bind-address", "0", "-metrics-auth", "-health-probe-bind-address", ":9",
-		"-leader-elect=false", "-leader-election-namespace", "ns", "-identity", "me", "-v", "3"})
+		"-leader-elect=false", "-leader-election-namespace", "ns", "-identity", "me", "-webhook-cert-path", "/certs", "-webhook-port", "9000", "-v", "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := operator.Flags{Kubeconfig: "/k", MetricsAddress: "0", MetricsAuth: true, HealthProbeAddress: ":9",
-		LeaderElectionNamespace: "ns", Identity: "me", LeaseName: "lease"}
+		LeaderElectionNamespace: "ns", Identity: "me", WebhookCertPath: "/certs", WebhookPort: 9000, LeaseName: "lease"}
 	if diff := cmp.Diff(want, *f, cmpopts.IgnoreUnexported(operator.Flags{})); diff != "" {
 		t.Errorf("parsed flags (-want +got):\n%s", diff)
 	}

@@ -13,11 +13,13 @@ import (
 
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/manager"
+	"github.com/typedinformer/typedinformer/typed/webhook"
 )
 
 // Options returns the client configuration (see Config) and the Manager's options the
-// flags say: the metrics and probe addresses, MetricsAuth, and LeaderElection (nil when
-// -leader-elect is false) with its Client, Namespace, Name and Identity set. Set the rest
+// flags say: the metrics and probe addresses, MetricsAuth, LeaderElection (nil when
+// -leader-elect is false) with its Client, Namespace, Name and Identity set, and Webhook
+// (a webhook server of the certificate in -webhook-cert-path; nil when it is unset). Set the rest
 // (Metrics and MetricsHandler, InstallCRDs, ...) before manager.New.
 //
 // Unless given by a flag, the Lease's namespace is, in this order, $POD_NAMESPACE (the
@@ -40,6 +42,9 @@ func (f *Flags) Options() (*rest.Config, manager.Options, error) {
 		return nil, manager.Options{}, err
 	}
 	opts := manager.Options{MetricsAddress: address(f.MetricsAddress), HealthProbeAddress: address(f.HealthProbeAddress)}
+	if f.WebhookCertPath != "" {
+		opts.Webhook = webhook.NewServer(webhook.ServerOptions{CertDir: f.WebhookCertPath, Port: f.WebhookPort})
+	}
 	if !f.MetricsAuth && !f.LeaderElection {
 		return cfg, opts, nil
 	}

@@ -114,9 +114,14 @@ func TestOptionsFromTheFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.MetricsAddress != "" || opts.HealthProbeAddress != ":9" || opts.LeaderElection != nil || opts.MetricsAuth != nil {
-		t.Errorf("Options = %+v; want no metrics (\"0\"), probes on :9, no leader election, no metrics auth", opts)
+	if opts.MetricsAddress != "" || opts.HealthProbeAddress != ":9" || opts.LeaderElection != nil || opts.MetricsAuth != nil || opts.Webhook != nil {
+		t.Errorf("Options = %+v; want no metrics (\"0\"), probes on :9, no leader election, no metrics auth, no webhook server", opts)
 	}
+	f.WebhookCertPath = t.TempDir()
+	if _, opts, err = f.Options(); err != nil || opts.Webhook == nil {
+		t.Errorf("Options with -webhook-cert-path = %+v, %v; want a webhook server", opts, err)
+	}
+	f.WebhookCertPath = ""
 	f.MetricsAddress, f.MetricsAuth = ":8080", true
 	if _, opts, err = f.Options(); err != nil || opts.MetricsAuth == nil || opts.MetricsAddress != ":8080" {
 		t.Errorf("Options with -metrics-auth = %+v, %v; want a MetricsAuth client", opts, err)
@@ -211,6 +216,31 @@ func TestRunRunsTheManagerWithTheFlagsOptions(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v after its context ended", err)
 	}
+}
+
+// A -webhook-cert-path without a certificate in it is Run's error at start, naming the
+// file: a webhook server that cannot serve TLS would leave the API server's calls failing.
+func TestAWebhookCertPathWithoutACertificateIsRunsError(t *testing.T) {
+	environment(t)
+	dir := t.TempDir()
+	f := operator.Flags{Kubeconfig: kubeconfig(t, t.TempDir(), "https://kube.example", ""), WebhookCertPath: dir, WebhookPort: freePort(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := operator.Run(ctx, &f, func(_ *rest.Config, opts manager.Options) (*manager.Manager, error) { return manager.New(opts), nil })
+	if err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("Run with an empty -webhook-cert-path = %v, want an error naming %s", err, dir)
+	}
+}
+
+// freePort returns a port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // The default -metrics-bind-address with a Manager given no MetricsHandler is Run's

@@ -1,6 +1,7 @@
 // Command website-operator runs one replica of the Website operator (package website)
 // against the cluster of -kubeconfig, $KUBECONFIG, the pod it runs in, or ~/.kube/config,
-// serving Prometheus metrics on :8080 and probes on :8081. Run several: one leads (the
+// serving Prometheus metrics on :8080, probes on :8081 and, given -webhook-cert-path, the
+// Website's webhooks (defaulting, validation, v1/v2 conversion) on :9443. Run several: one leads (the
 // Lease website-operator) and reconciles, the others keep warm caches and take over.
 // It is a module of its own because it depends on Prometheus's client, which the
 // library's module does not.
@@ -26,13 +27,13 @@ import (
 func main() {
 	flags := operator.Register(flag.CommandLine, operator.Defaults(website.Component), operator.WithKlog)
 	namespace := flag.String("namespace", "", "the namespace whose Websites to manage (all when empty)")
-	installCRD := flag.Bool("install-crd", false, "install or upgrade the Website CRD before starting")
+	installCRD := flag.Bool("install-crd", false, "install or upgrade the Website CRD before starting (v2 too with -webhook-cert-path)")
 	flag.Parse()
 	operator.Main(flags, func(cfg *rest.Config, opts manager.Options) (*website.Operator, error) {
 		pm := prometheus.New(prometheus.Options{})
 		opts.Metrics, opts.MetricsHandler = pm, pm.Handler()
-		if *installCRD {
-			opts.InstallCRDs = &manager.CRDInstall{Client: apiextensionsclient.NewForConfigOrDie(cfg), Definitions: []*crd.Definition{website.Definition()}}
+		if *installCRD { // both versions when it serves the conversion webhook, v1 alone when not
+			opts.InstallCRDs = &manager.CRDInstall{Client: apiextensionsclient.NewForConfigOrDie(cfg), Definitions: []*crd.Definition{website.DefinitionFor(opts.Webhook != nil)}}
 		}
 		return website.New(kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), website.Options{Namespace: *namespace, Manager: opts})
 	})
