@@ -19,8 +19,8 @@ controlplane:
 
 # NESTED: Go modules of their own inside the repository, which ./... does not reach and
 # which make vet and make test cover too (the Prometheus adapter, kept out of the
-# library's go.mod).
-NESTED := typed/metrics/prometheus
+# library's go.mod, and the example mains that use it).
+NESTED := typed/metrics/prometheus examples/website/cmd/website-operator examples/cronjob/cmd/cronjob-operator
 
 ## vet: gofmt and go vet over the library, the examples, the end-to-end tests and the nested modules
 vet:
@@ -47,12 +47,9 @@ unit:
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzEventQueueCollection$$' -fuzztime $(FUZZTIME) ./eventcache/
-	$(GO) test -run '^$$' -fuzz '^FuzzObjectKey$$' -fuzztime $(FUZZTIME) ./event/
-	$(GO) test -run '^$$' -fuzz '^FuzzNotNewerAgreesWithParsing$$' -fuzztime $(FUZZTIME) ./event/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompression$$' -fuzztime $(FUZZTIME) ./queue/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppliedIsALowWatermark$$' -fuzztime $(FUZZTIME) ./queue/
-	$(GO) test -run '^$$' -fuzz '^FuzzReflectorWatchEvents$$' -fuzztime $(FUZZTIME) ./reflect/
+	@GO=$(GO) bash internal/tools/fuzz.sh $(FUZZTIME) \
+		./eventcache/:FuzzEventQueueCollection ./event/:FuzzObjectKey ./event/:FuzzNotNewerAgreesWithParsing \
+		./queue/:FuzzCompression ./queue/:FuzzAppliedIsALowWatermark ./reflect/:FuzzReflectorWatchEvents
 
 ## demo: run the example typed controller against $$KUBECONFIG, or a local control plane
 demo: $(if $(KUBECONFIG),,controlplane)

@@ -55,6 +55,10 @@ type Options struct {
 	OnError func(ctx context.Context, key string, err error)
 	// InstallCRD, when set, installs or upgrades the CronJob CRD before any cache starts.
 	InstallCRD apiextensionsclient.Interface
+	// Manager is the rest of the Manager's options, as a main's operator.Run gives them
+	// (metrics server, ...). The fields above, when set, replace theirs; its
+	// LeaderElection is used when LeaderElection above is nil, and New names the Lease.
+	Manager manager.Options
 }
 
 // Controller is the CronJob controller: a Manager (Run runs it) and its caches.
@@ -70,10 +74,15 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Control
 	if err != nil {
 		return nil, err
 	}
-	mopts := manager.Options{HealthProbeAddress: opts.HealthProbeAddress, FieldManager: Component}
+	mopts := opts.Manager
+	mopts.HealthProbeAddress, mopts.FieldManager = cmp.Or(opts.HealthProbeAddress, mopts.HealthProbeAddress), Component
 	if le := opts.LeaderElection; le != nil {
 		le.Client, le.Namespace, le.Name = cs.CoordinationV1(), cmp.Or(opts.Namespace, "default"), Component
 		mopts.LeaderElection = le
+	} else if mopts.LeaderElection != nil {
+		le := *mopts.LeaderElection // a copy: the caller's is left as it is
+		le.Client, le.Name = cs.CoordinationV1(), Component
+		mopts.LeaderElection = &le
 	}
 	if opts.InstallCRD != nil {
 		mopts.InstallCRDs = &manager.CRDInstall{Client: opts.InstallCRD, Definitions: []*crd.Definition{Definition()}}

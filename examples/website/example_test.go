@@ -20,6 +20,7 @@ import (
 	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/manager"
+	"github.com/typedinformer/typedinformer/typed/webhook"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
 
@@ -61,4 +62,24 @@ func Example_builder() {
 		log.Fatal(err) // every mistake of the declaration, at once
 	}
 	log.Fatal(m.Run(ctx)) // caches on every replica, the loop while leading, /healthz, /readyz
+}
+
+// An operator replica that also serves the Website's webhooks (defaulting, validation,
+// conversion between v1 and v2) from the certificate a cert-manager Certificate or a
+// Secret volume puts in /tmp/k8s-webhook-server/serving-certs; /readyz waits for them.
+// It needs a cluster, so it is only compiled.
+func Example_webhooks() {
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	op, err := website.New(kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), website.Options{
+		HealthProbeAddress: ":8081",
+		LeaderElection:     leaderelection.Config{Identity: os.Getenv("POD_NAME")},
+		Webhooks:           &webhook.ServerOptions{CertDir: "/tmp/k8s-webhook-server/serving-certs"}, // port 9443
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(op.Run(context.Background()))
 }

@@ -3,14 +3,16 @@
 // Deployment of web servers serving it, both controlled by the Website, kept as they
 // should be when someone edits them, and deleted by a finalizer when the Website goes. It
 // reports its status through the status subresource, records Events, and runs under
-// leader election: replicas keep their caches warm and one of them reconciles.
+// leader election: replicas keep their caches warm and one of them reconciles. Its
+// webhooks (webhook.go, served when Options.Webhooks is set) give a Website its title
+// by default, refuse a message longer than MaxMessageLength, and convert between the
+// CRD's two versions, v1 (Website, stored) and v2 (WebsiteV2).
 //
 // It is typedinformer's answer to "how much code is an operator": the wiring is the
 // manager.Builder declaration in New, and the whole operator this file.
 package website
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +32,7 @@ import (
 	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/manager"
+	"github.com/typedinformer/typedinformer/typed/webhook"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
 
@@ -55,6 +58,19 @@ type Options struct {
 	// Metrics, when set, receives the metrics of the operator's caches and of its loop:
 	// it is the Manager's (manager.Options.Metrics), given once for all of them.
 	Metrics manager.Metrics
+	// Manager is the rest of the Manager's options, as a main's operator.Run gives them
+	// (metrics server, CRD installation, ...). The fields above, when set, replace
+	// theirs; its LeaderElection is used when LeaderElection above has no Identity (with
+	// neither, the operator runs alone, without leader election), and New names the
+	// Lease. New registers the Website's webhooks on its Webhook server, when it has one.
+	Manager manager.Options
+	// Webhooks, when set, makes the Manager's webhook server with these options (the
+	// certificate of its CertDir): it serves the Website's webhooks (SetupWebhooks:
+	// defaulting, validation, conversion between v1 and v2) over TLS on every replica,
+	// and /readyz waits for it. A cluster reaches them through the Service
+	// WebhookServiceNamespace/WebhookServiceName (see WebhookConfigurations and
+	// Definition).
+	Webhooks *webhook.ServerOptions
 }
 
 // Operator is one replica of the Website operator: a Manager (Run runs it) and the
@@ -74,9 +90,16 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 	if err != nil {
 		return nil, err
 	}
-	le := opts.LeaderElection
-	le.Client, le.Namespace, le.Name = cs.CoordinationV1(), cmp.Or(opts.Namespace, "default"), Component
-	m := manager.New(manager.Options{HealthProbeAddress: opts.HealthProbeAddress, LeaderElection: &le, Metrics: opts.Metrics})
+	mo := managerOptions(cs, opts)
+	if opts.Webhooks != nil {
+		mo.Webhook = webhook.NewServer(*opts.Webhooks)
+	}
+	if mo.Webhook != nil {
+		if err := SetupWebhooks(mo.Webhook); err != nil {
+			return nil, err
+		}
+	}
+	m := manager.New(mo)
 	websites := client.FromDynamicNamespaced[*Website](dyn.Resource(Resource))
 
 	// The wiring: Websites are reconciled when their spec changes (not on status writes),
@@ -116,7 +139,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req typed.Request[*Website])
 	labels := map[string]string{"app.kubernetes.io/name": "website", "app.kubernetes.io/instance": w.Name}
 	change, err := r.configMaps.CreateOrUpdate(ctx, w, w.Namespace, w.Name, func(cm *corev1.ConfigMap) {
 		cm.Labels = merged(cm.Labels, labels)
-		cm.Data = map[string]string{"index.html": w.Spec.Message}
+		cm.Data = map[string]string{"index.html": w.Spec.Message, "title": w.Spec.Title}
 	})
 	if err = r.record(w, "ConfigMap", change, err); err != nil {
 		return typed.Result{}, err

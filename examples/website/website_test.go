@@ -30,7 +30,6 @@ import (
 
 	"github.com/typedinformer/typedinformer/examples/website"
 	"github.com/typedinformer/typedinformer/typed/client"
-	"github.com/typedinformer/typedinformer/typed/crd"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
@@ -41,9 +40,11 @@ const waitTimeout = 60 * time.Second
 
 // cluster is the test environment with the clients the tests use.
 type cluster struct {
-	config   *rest.Config
-	cs       kubernetes.Interface
-	websites func(namespace string) *client.Dynamic[*website.Website]
+	config     *rest.Config
+	cs         kubernetes.Interface
+	websites   func(namespace string) *client.Dynamic[*website.Website]
+	websitesV2 func(namespace string) *client.Dynamic[*website.WebsiteV2]
+	hooks      *webhooks
 }
 
 // TestWebsiteOperator runs the Website operator against a real kube-apiserver and etcd
@@ -51,7 +52,7 @@ type cluster struct {
 // Deployments get no pods, their status is whatever a test writes, and no garbage
 // collector deletes owned objects, so the finalizer's cleanup is the operator's own.
 func TestWebsiteOperator(t *testing.T) {
-	env := testenv.Start(t, testenv.Options{Definitions: []*crd.Definition{website.Definition()}})
+	env := testenv.Start(t, testenv.Options{})
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() {
 		// Every replica has stopped: nothing of theirs may be left but idle connections.
@@ -65,6 +66,11 @@ func TestWebsiteOperator(t *testing.T) {
 	})
 	c := &cluster{config: env.AdminConfig(), cs: kubernetes.NewForConfigOrDie(env.AdminConfig())}
 	c.websites = client.FromDynamicNamespaced[*website.Website](dynamic.NewForConfigOrDie(env.AdminConfig()).Resource(website.Resource))
+	c.websitesV2 = client.FromDynamicNamespaced[*website.WebsiteV2](dynamic.NewForConfigOrDie(env.AdminConfig()).Resource(website.ResourceV2))
+	// One replica serves the webhooks for the whole test, and the CRD is installed with
+	// its conversion pointing at it: every Website below goes through them.
+	c.serveWebhooks(t, env)
+	c.webhookTests(t)
 
 	t.Run("a created Website gets its ConfigMap, Deployment, finalizer, status and Events", func(t *testing.T) {
 		ns := c.namespace(t)
@@ -248,12 +254,16 @@ func (*metrics) HandlerLatency(string, string, time.Duration) {}
 func (*metrics) HandlerPanic(string, string)                  {}
 
 // start runs a replica of the operator in ns, as identity, until the test ends or stop.
-func (c *cluster) start(t *testing.T, ns, identity string) *replica {
+func (c *cluster) start(t *testing.T, ns, identity string, options ...func(*website.Options)) *replica {
 	t.Helper()
 	// Each replica has clients of its own, as separate processes would.
 	m := &metrics{loops: map[string]bool{}, controllers: map[string]bool{}}
-	op, err := website.New(kubernetes.NewForConfigOrDie(c.config), dynamic.NewForConfigOrDie(c.config), website.Options{Namespace: ns, Metrics: m,
-		LeaderElection: leaderelection.Config{Identity: identity, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}})
+	opts := website.Options{Namespace: ns, Metrics: m,
+		LeaderElection: leaderelection.Config{Identity: identity, LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}}
+	for _, o := range options {
+		o(&opts)
+	}
+	op, err := website.New(kubernetes.NewForConfigOrDie(c.config), dynamic.NewForConfigOrDie(c.config), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +384,7 @@ func (c *cluster) converged(t *testing.T, w *website.Website) *website.Website {
 		switch {
 		case err != nil:
 			problems = append(problems, "ConfigMap: "+err.Error())
-		case cm.Data["index.html"] != w.Spec.Message || !controlledBy(cm, got):
+		case cm.Data["index.html"] != w.Spec.Message || cm.Data["title"] != got.Spec.Title || got.Spec.Title == "" || !controlledBy(cm, got):
 			problems = append(problems, fmt.Sprintf("ConfigMap %v, controller %v", cm.Data, metav1.GetControllerOf(cm)))
 		}
 		d, err := c.cs.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})

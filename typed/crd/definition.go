@@ -44,6 +44,11 @@ type Definition struct {
 	// without, and etcd stores at most about 1.5 MB per object, all versions
 	// together (controller-gen's crd:maxDescLen=0).
 	NoServerDescriptions bool
+	// Conversion is how the server converts between versions: None (the default) only
+	// changes apiVersion, which suits versions of one schema; versions whose Go types
+	// differ need Webhook, a conversion webhook (typed/webhook's Converter). It is
+	// copied into the CRD as it is.
+	Conversion *apiextensionsv1.CustomResourceConversion
 }
 
 // Version is one version of a Definition, made by VersionOf.
@@ -217,6 +222,7 @@ func (d *Definition) build(g *generator) (*apiextensionsv1.CustomResourceDefinit
 	if len(storage) != 1 {
 		return nil, fmt.Errorf("%w: exactly one version must be the storage version (crd.Storage()), got %d %v", ErrInvalidDefinition, len(storage), storage)
 	}
+	crd.Spec.Conversion = d.Conversion.DeepCopy()
 	return crd, nil
 }
 

@@ -221,3 +221,25 @@ func TestBuildFromServerInlinesTheServersSchemaOfBuiltInTypes(t *testing.T) {
 type fakeOpenAPI struct{ err error }
 
 func (f fakeOpenAPI) Paths() (map[string]openapi.GroupVersion, error) { return nil, f.err }
+
+func TestConversionIsCopiedIntoTheCRDNotShared(t *testing.T) {
+	conv := &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter, Webhook: &apiextensionsv1.WebhookConversion{
+		ConversionReviewVersions: []string{"v1"},
+		ClientConfig:             &apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{Namespace: "ns", Name: "svc", Path: ptr.To("/convert")}}}}
+	d := &crd.Definition{Group: "g.example.com", Kind: "Thing", Conversion: conv,
+		Versions: []crd.Version{crd.VersionOf[*thing]("v1", crd.Storage()), crd.VersionOf[*thing]("v2")}}
+	c, err := d.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(conv, c.Spec.Conversion); diff != "" {
+		t.Errorf("conversion (-want +got):\n%s", diff)
+	}
+	c.Spec.Conversion.Webhook.ClientConfig.Service.Name = "changed"
+	if conv.Webhook.ClientConfig.Service.Name != "svc" {
+		t.Error("the built CRD shares the Definition's Conversion")
+	}
+	if c, err = (&crd.Definition{Group: "g.example.com", Kind: "Thing", Versions: []crd.Version{crd.VersionOf[*thing]("v1", crd.Storage())}}).Build(); err != nil || c.Spec.Conversion != nil {
+		t.Errorf("no Conversion: got %+v, %v; want none (the server's default, None)", c.Spec.Conversion, err)
+	}
+}

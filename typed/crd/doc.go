@@ -60,7 +60,9 @@
 //
 // # Versions and subresources
 //
-// Each version is served unless NotServed; exactly one has Storage. The
+// Each version is served unless NotServed; exactly one has Storage. Versions
+// with Go types of different shapes are converted by a webhook
+// (Definition.Conversion; typed/webhook.Converter converts through a hub). The
 // status subresource is on when the Go type has a status field (Status
 // overrides); Scale turns the scale subresource on, with its paths checked
 // against the schema; Column adds a printer column typed from the schema.

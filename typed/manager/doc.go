@@ -102,6 +102,13 @@
 // module github.com/typedinformer/typedinformer/typed/metrics/prometheus, gives both the
 // sink and the handler, with controller-runtime's metric names.
 //
+// # Webhooks
+//
+// Options.Webhook, a typed/webhook Server with its admission and conversion webhooks
+// registered (webhook.For[T](srv)...Complete(), controller-runtime's
+// NewWebhookManagedBy), is run on every replica, from before the caches and runnables
+// start until after they stopped, and /readyz waits for it.
+//
 // Unlike controller-runtime's, a Manager that loses leadership does not exit: its loops
 // stop, it stays a warm standby, and it campaigns again; its loops and leader runnables
 // run once per term.

@@ -25,6 +25,7 @@ import (
 	"github.com/typedinformer/typedinformer/internal/guard"
 	"github.com/typedinformer/typedinformer/typed"
 	"github.com/typedinformer/typedinformer/typed/leaderelection"
+	"github.com/typedinformer/typedinformer/typed/webhook"
 	"github.com/typedinformer/typedinformer/typed/write"
 )
 
@@ -110,6 +111,13 @@ type Options struct {
 	// metrics server, behind MetricsAuth when it is set (the path authorized is the
 	// profile's, e.g. /debug/pprof/heap). It needs a metrics server.
 	Pprof bool
+	// Webhook, when set, is run on every replica while Run runs (a certificate that
+	// cannot be loaded or a port in use is Run's error), and /readyz waits until it
+	// listens with its certificate loaded. It starts before the caches and runnables and
+	// stops after them, as the metrics server does: the writes of loops finishing (a
+	// finalizer removed, say) may go through its webhooks. Register its webhooks with
+	// webhook.For, or Server.Register, before or while it runs.
+	Webhook *webhook.Server
 	// ResyncPeriod, when positive, makes every cache redeliver each object that has
 	// nothing pending to its handlers and loops that often (controller.Options.ResyncPeriod).
 	ResyncPeriod time.Duration
@@ -227,13 +235,17 @@ type Manager struct {
 
 // New returns a Manager with opts, ready to Run.
 func New(opts Options) *Manager {
-	return &Manager{
+	m := &Manager{
 		opts:      opts,
 		stoppedCh: make(chan struct{}),
 		entries:   map[cacheKey]*entry{},
 		active:    map[string]int{},
 		checks:    map[probe][]namedCheck{},
 	}
+	if opts.Webhook != nil {
+		m.checks[readiness] = append(m.checks[readiness], namedCheck{"webhook server", opts.Webhook.Ready})
+	}
+	return m
 }
 
 // FieldManager returns the field manager the Manager's runnables apply as (see
@@ -469,6 +481,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	stopWebhooks := m.serveWebhooks(ctx)
 	// What Acquire and Add registered until now, meanwhile included, starts here, under
 	// the same lock as the change of state: after it, they start what they register.
 	m.mu.Lock()
@@ -490,7 +503,28 @@ func (m *Manager) Run(ctx context.Context) error {
 	logger.Info("manager started", "leaderElection", m.opts.LeaderElection != nil)
 
 	<-runCtx.Done()
-	return m.shutdown(ctx, stopCaches, leaderDone, probes, metrics)
+	return m.shutdown(ctx, stopCaches, leaderDone, probes, metrics, stopWebhooks)
+}
+
+// serveWebhooks runs Options.Webhook, if set, until the function it returns is called;
+// its failure is a failure of the Manager.
+func (m *Manager) serveWebhooks(ctx context.Context) (stop func()) {
+	srv := m.opts.Webhook
+	if srv == nil {
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Run(wctx); err != nil {
+			m.fail(ctx, fmt.Errorf("webhook server: %w", err))
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // runLeader runs the runnables that need leader election: in every term of leadership,
@@ -530,9 +564,9 @@ func (m *Manager) lead(ctx, held context.Context) {
 	t.wg.Wait()
 }
 
-// shutdown stops the runnables, then the caches, then the probe server, within the
-// shutdown timeout, and returns Run's error.
-func (m *Manager) shutdown(ctx context.Context, stopCaches context.CancelFunc, leaderDone <-chan struct{}, probes, metrics *server) error {
+// shutdown stops the runnables, then the caches, then the webhook and probe servers,
+// within the shutdown timeout, and returns Run's error.
+func (m *Manager) shutdown(ctx context.Context, stopCaches context.CancelFunc, leaderDone <-chan struct{}, probes, metrics *server, stopWebhooks func()) error {
 	logger := klog.FromContext(ctx)
 	m.mu.Lock()
 	m.state = stopping
@@ -568,6 +602,7 @@ func (m *Manager) shutdown(ctx context.Context, stopCaches context.CancelFunc, l
 			late = []string{"caches"}
 		}
 	}
+	stopWebhooks() // after the runnables, whose last writes may need them
 	probes.stop()
 	metrics.shutdown(metricsShutdownTimeout) // last: scrapes see the whole shutdown
 

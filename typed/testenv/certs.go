@@ -38,6 +38,41 @@ func newPKI(dir string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	p, err := newCA()
+	if err != nil {
+		return nil, err
+	}
+	p.caFile = filepath.Join(dir, "ca.crt")
+	p.servingCertFile = filepath.Join(dir, "apiserver.crt")
+	p.servingKeyFile = filepath.Join(dir, "apiserver.key")
+	p.serviceAccountKeyFile = filepath.Join(dir, "service-account.key")
+	servingCert, servingKey, err := p.servingCert("kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	saKey, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	saKeyPEM, err := keyPEM(saKey)
+	if err != nil {
+		return nil, err
+	}
+	for path, data := range map[string][]byte{
+		p.caFile:                p.caCertPEM,
+		p.servingCertFile:       servingCert,
+		p.servingKeyFile:        servingKey,
+		p.serviceAccountKeyFile: saKeyPEM,
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// newCA generates a certificate authority, with no files.
+func newCA() (*pki, error) {
 	caKey, err := newKey()
 	if err != nil {
 		return nil, err
@@ -61,44 +96,18 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pki{
-		caCert:                caCert,
-		caKey:                 caKey,
-		caCertPEM:             pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		caFile:                filepath.Join(dir, "ca.crt"),
-		servingCertFile:       filepath.Join(dir, "apiserver.crt"),
-		servingKeyFile:        filepath.Join(dir, "apiserver.key"),
-		serviceAccountKeyFile: filepath.Join(dir, "service-account.key"),
-	}
+	return &pki{caCert: caCert, caKey: caKey, caCertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}, nil
+}
 
-	servingCert, servingKey, err := p.issue(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+// servingCert issues a serving certificate for 127.0.0.1 and localhost, returning the
+// certificate and key in PEM.
+func (p *pki) servingCert(name string) (certPEM, keyPEM []byte, err error) {
+	return p.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		DNSNames:    []string{"localhost"},
 	})
-	if err != nil {
-		return nil, err
-	}
-	saKey, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	saKeyPEM, err := keyPEM(saKey)
-	if err != nil {
-		return nil, err
-	}
-	for path, data := range map[string][]byte{
-		p.caFile:                p.caCertPEM,
-		p.servingCertFile:       servingCert,
-		p.servingKeyFile:        servingKey,
-		p.serviceAccountKeyFile: saKeyPEM,
-	} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
 }
 
 // clientCert issues a client certificate for user in groups (the

@@ -25,6 +25,13 @@
 //     JSON ([ParseCRDs] and [ReadCRDFiles] parse them strictly, and say which document
 //     of which file is wrong); each returns once every CRD is established and its
 //     versions are listed by discovery, so the next request can use them.
+//   - Webhooks: [NewWebhookCertificates] writes a CA-signed serving certificate for
+//     127.0.0.1 and localhost to a directory a test's webhook server (typed/webhook)
+//     reads, Listen gives the server a port on 127.0.0.1, and Rotate replaces the
+//     certificate; [Environment.InstallWebhooks] installs webhook
+//     configurations and CRDs with conversion webhooks pointing at that server, with
+//     the CA bundle, and returns once the API server calls them, so that the next
+//     request goes through them.
 //   - Faults: [Environment.StopAPIServer], [Environment.StartAPIServer],
 //     [Environment.RestartAPIServer], [Environment.StopEtcd], [Environment.StartEtcd]
 //     and [Environment.RestartEtcd] stop and start each process, keeping its port, data

@@ -55,6 +55,10 @@ func TestEnvironment(t *testing.T) {
 		createConfigMap(t, admin, "first")
 	})
 
+	t.Run("webhooks installed are called by the API server when InstallWebhooks returns", func(t *testing.T) {
+		webhookSteps(t, env, admin)
+	})
+
 	t.Run("a user has no permissions until granted", func(t *testing.T) {
 		alice := newClient(t, env.UserConfig("alice", "developers"))
 		_, err := alice.CoreV1().ConfigMaps(namespace).List(timeout(t), metav1.ListOptions{})

@@ -5,6 +5,7 @@ package prometheus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -120,7 +121,9 @@ func serviceAccountToken(ctx context.Context, t *testing.T, cs kubernetes.Interf
 // loop on a real kube-apiserver, whose reconciles succeed, fail once and ask to be
 // requeued once, and scrapes /metrics over HTTP, with the API server's authentication
 // and authorization on: every name a controller-runtime dashboard reads is there with
-// its labels and a non-zero value where reconciles make one; a scrape without a token
+// its labels and a non-zero value where reconciles make one (the gauges of work in
+// progress, active workers, queue depth and unfinished work, while reconciles wait);
+// a scrape without a token
 // is refused (401), a service account not granted GET /metrics is refused (403), one
 // granted it is served.
 func TestManagerServesControllerRuntimeMetrics(t *testing.T) {
@@ -160,9 +163,18 @@ func TestManagerServesControllerRuntimeMetrics(t *testing.T) {
 	})
 	var mu sync.Mutex
 	attempts := map[string]int{}
+	release := make(chan struct{}) // the reconciles of "slow-" ConfigMaps wait for it
+	var releaseOnce sync.Once
+	releaseSlow := func() { releaseOnce.Do(func() { close(release) }) }
 	_, err = manager.For(m, manager.Namespaced[*corev1.ConfigMap](cs.CoreV1().ConfigMaps), manager.CacheOptions[*corev1.ConfigMap]{Namespaces: []string{ns}}).
 		WithOptions(typed.Options{Name: "configmaps", Workers: 2}).
-		Complete(typed.ReconcilerFunc[*corev1.ConfigMap](func(_ context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+		Complete(typed.ReconcilerFunc[*corev1.ConfigMap](func(ctx context.Context, req typed.Request[*corev1.ConfigMap]) (typed.Result, error) {
+			if strings.HasPrefix(req.Name, "slow-") {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
 			mu.Lock()
 			attempts[req.Name]++
 			n := attempts[req.Name]
@@ -182,6 +194,7 @@ func TestManagerServesControllerRuntimeMetrics(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- m.Run(runCtx) }()
 	defer func() {
+		releaseSlow()
 		stop()
 		if err := <-done; err != nil {
 			t.Errorf("Run = %v", err)
@@ -267,4 +280,37 @@ func TestManagerServesControllerRuntimeMetrics(t *testing.T) {
 			t.Errorf("a scrape by %s = %d, want %d", c.who, code, c.want)
 		}
 	}
+
+	// The gauges of work in progress: three reconciles that wait, for two workers, keep
+	// both workers busy and one key queued until they are released.
+	for i := range 3 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "slow-" + strconv.Itoa(i)}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy := []struct {
+		name   string
+		labels map[string]string
+		want   float64 // at least
+	}{
+		{"controller_runtime_active_workers", loop, 2},
+		{"workqueue_depth", queue, 1},
+		{"workqueue_unfinished_work_seconds", queue, 0.001},
+		{"workqueue_longest_running_processor_seconds", queue, 0.001},
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, families := scrapeMetrics(t, addr, allowed)
+		missing = nil
+		for _, b := range busy {
+			if v, _ := families[b.name].value(b.labels); v < b.want {
+				missing = append(missing, fmt.Sprintf("%s = %v (want at least %v)", b.name, v, b.want))
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("while reconciles wait: %s", strings.Join(missing, ", "))
+	}
+	releaseSlow()
 }

@@ -176,8 +176,10 @@ func (m *Metrics) WorkDone(loop string, start time.Time) {
 }
 
 // Reconciled implements typed.WorkMetrics: controller_runtime_reconcile_total by result
-// ("success", "requeue_after", or "error" for a failure, terminal or not, and a panic;
-// "requeue" stays at zero, as typed.Result has no Requeue), and for a failure
+// ("success", "requeue_after" for a Result with RequeueAfter or RequeueAt, or "error"
+// for a failure, terminal or not, and a panic; "requeue" stays at zero: controller-runtime
+// counts there only its deprecated Result.Requeue, a rate-limited requeue without an
+// error, which typed.Result does not have), and for a failure
 // controller_runtime_reconcile_errors_total, with
 // controller_runtime_terminal_reconcile_errors_total or
 // controller_runtime_reconcile_panics_total. A reconcile interrupted by its loop

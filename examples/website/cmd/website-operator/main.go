@@ -1,59 +1,40 @@
 // Command website-operator runs one replica of the Website operator (package website)
-// against the cluster of $KUBECONFIG, or the one it runs in. Run several, each with its
-// own -identity: one leads and reconciles, the others keep warm caches and take over.
+// against the cluster of -kubeconfig, $KUBECONFIG, the pod it runs in, or ~/.kube/config,
+// serving Prometheus metrics on :8080, probes on :8081 and, given -webhook-cert-path, the
+// Website's webhooks (defaulting, validation, v1/v2 conversion) on :9443. Run several: one leads (the
+// Lease website-operator) and reconciles, the others keep warm caches and take over.
+// It is a module of its own because it depends on Prometheus's client, which the
+// library's module does not.
 //
-//	go run ./examples/website/cmd/website-operator -namespace default -install-crd
+//	go run -C examples/website/cmd/website-operator . -namespace default -install-crd
 package main
 
 import (
-	"context"
 	"flag"
-	"os"
-	"os/signal"
-	"syscall"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
+	"k8s.io/client-go/rest"
 
 	"github.com/typedinformer/typedinformer/examples/website"
-	"github.com/typedinformer/typedinformer/typed/leaderelection"
+	"github.com/typedinformer/typedinformer/typed/crd"
+	"github.com/typedinformer/typedinformer/typed/manager"
+	"github.com/typedinformer/typedinformer/typed/metrics/prometheus"
+	"github.com/typedinformer/typedinformer/typed/operator"
 )
 
 func main() {
-	hostname, _ := os.Hostname()
-	namespace := flag.String("namespace", os.Getenv("POD_NAMESPACE"), "the namespace whose Websites to manage (all when empty); its Lease is there too")
-	identity := flag.String("identity", hostname, "this replica's identity for leader election")
-	probes := flag.String("health-probe-address", ":8081", "where to serve /healthz and /readyz")
-	installCRD := flag.Bool("install-crd", false, "create the Website CRD first if it is missing")
-	klog.InitFlags(nil)
+	flags := operator.Register(flag.CommandLine, operator.Defaults(website.Component), operator.WithKlog)
+	namespace := flag.String("namespace", "", "the namespace whose Websites to manage (all when empty)")
+	installCRD := flag.Bool("install-crd", false, "install or upgrade the Website CRD before starting (v2 too with -webhook-cert-path)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *namespace, *identity, *probes, *installCRD); err != nil {
-		klog.Background().Error(err, "website-operator")
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context, namespace, identity, probes string, installCRD bool) error {
-	// $KUBECONFIG (or ~/.kube/config) when there is one, the in-cluster config otherwise.
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
-	if err != nil {
-		return err
-	}
-	if installCRD {
-		if _, err := website.InstallCRD(ctx, apiextensionsclient.NewForConfigOrDie(cfg)); err != nil {
-			return err
+	operator.Main(flags, func(cfg *rest.Config, opts manager.Options) (*website.Operator, error) {
+		pm := prometheus.New(prometheus.Options{})
+		opts.Metrics, opts.MetricsHandler = pm, pm.Handler()
+		if *installCRD { // both versions when it serves the conversion webhook, v1 alone when not
+			opts.InstallCRDs = &manager.CRDInstall{Client: apiextensionsclient.NewForConfigOrDie(cfg), Definitions: []*crd.Definition{website.DefinitionFor(opts.Webhook != nil)}}
 		}
-	}
-	op, err := website.New(kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), website.Options{
-		Namespace: namespace, HealthProbeAddress: probes, LeaderElection: leaderelection.Config{Identity: identity},
+		return website.New(kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), website.Options{Namespace: *namespace, Manager: opts})
 	})
-	if err != nil {
-		return err
-	}
-	return op.Run(ctx)
 }

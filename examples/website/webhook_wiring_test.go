@@ -1,0 +1,33 @@
+package website_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/typedinformer/typedinformer/examples/website"
+	"github.com/typedinformer/typedinformer/typed/manager"
+	"github.com/typedinformer/typedinformer/typed/webhook"
+)
+
+// New registers the Website's three webhooks on the webhook server a main gives
+// (Options.Manager.Webhook), as on the one Options.Webhooks makes; and a server whose
+// paths are taken already is New's error, not a webhook silently missing.
+func TestNewWiresTheWebhooksOnTheMainsServer(t *testing.T) {
+	cs, dyn := fake.NewClientset(), dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	srv := webhook.NewServer(webhook.ServerOptions{})
+	if _, err := website.New(cs, dyn, website.Options{Manager: manager.Options{Webhook: srv}}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint([]string{webhook.ConvertPath(website.Kind.GroupKind()), webhook.MutatePath(website.Kind), webhook.ValidatePath(website.Kind)})
+	if got := fmt.Sprint(srv.Paths()); got != want {
+		t.Errorf("paths %s; want %s", got, want)
+	}
+	if _, err := website.New(cs, dyn, website.Options{Manager: manager.Options{Webhook: srv}}); !errors.Is(err, webhook.ErrInvalidOptions) {
+		t.Errorf("New on a server with the Website's paths taken: %v; want ErrInvalidOptions", err)
+	}
+}
