@@ -134,8 +134,8 @@ type Options struct {
 	// are not the harness's to perturb. Definitions are not needed (install the CRDs
 	// with the server); a run costs a real Lease expiry after each crash, and Quiet
 	// must cover what the server takes to answer (a new leader's consistent read waits
-	// about a second for kube-apiserver's bookmark): 1.5s is what the Website's test
-	// takes. Writes a crashed process had in flight still land.
+	// about a second for kube-apiserver's bookmark, longer when one does not come):
+	// the Website's test takes 3s. Writes a crashed process had in flight still land.
 	Server *rest.Config
 }
 
