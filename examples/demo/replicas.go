@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -76,12 +75,8 @@ func startReplica(ctx context.Context, config *rest.Config, ns, name string) (*r
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(config)
-	if err != nil {
-		return nil, err
-	}
 	r := &replica{name: name, metrics: &loopMetrics{}, done: make(chan error, 1)}
-	r.op, err = website.New(cs, dyn, website.Options{Namespace: ns, Metrics: r.metrics, LeaderElection: leaderelection.Config{
+	r.op, err = website.New(cs, config, website.Options{Namespace: ns, Metrics: r.metrics, LeaderElection: leaderelection.Config{
 		Identity: name, LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		OnNewLeader: func(identity string) {
 			if identity == name {

@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -34,11 +33,14 @@ func Example_builder() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cs, dyn := kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg)
+	cs := kubernetes.NewForConfigOrDie(cfg)
 	m := manager.New(manager.Options{HealthProbeAddress: ":8081", LeaderElection: &leaderelection.Config{
 		Client: cs.CoordinationV1(), Namespace: "default", Name: "website-operator", Identity: os.Getenv("POD_NAME")}})
 
-	websites := client.FromDynamicNamespaced[*website.Website](dyn.Resource(website.Resource)) // a CRD's Go struct, no codegen
+	websites, err := client.ForResource[*website.Website](cfg, website.Resource) // a CRD's Go struct, no codegen
+	if err != nil {
+		log.Fatal(err)
+	}
 	b := manager.For(m, manager.Namespaced[*website.Website](websites)).
 		WithKind(website.Kind).WithPredicates(predicate.GenerationChanged) // status writes do not reconcile
 	deployments := manager.Owns(b, manager.Namespaced[*appsv1.Deployment](cs.AppsV1().Deployments))
@@ -73,7 +75,7 @@ func Example_webhooks() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	op, err := website.New(kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), website.Options{
+	op, err := website.New(kubernetes.NewForConfigOrDie(cfg), cfg, website.Options{
 		HealthProbeAddress: ":8081",
 		LeaderElection:     leaderelection.Config{Identity: os.Getenv("POD_NAME")},
 		Webhooks:           &webhook.ServerOptions{CertDir: "/tmp/k8s-webhook-server/serving-certs"}, // port 9443

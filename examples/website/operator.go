@@ -24,8 +24,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/typed"
@@ -82,10 +82,14 @@ type Operator struct {
 	ConfigMaps  *manager.Cache[*corev1.ConfigMap]
 }
 
-// New returns a replica of the operator that talks to the cluster through cs and dyn
-// (kubernetes.NewForConfig's and dynamic.NewForConfig's). Run runs it until its context
-// ends: the caches always, the reconciler while it leads.
-func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operator, error) {
+// New returns a replica of the operator that talks to the cluster through cs
+// (kubernetes.NewForConfig's) and, for Websites, through cfg. Run runs it until its
+// context ends: the caches always, the reconciler while it leads.
+func New(cs kubernetes.Interface, cfg *rest.Config, opts Options) (*Operator, error) {
+	websites, err := client.ForResource[*Website](cfg, Resource) // the CRD's Go struct, decoded straight from JSON
+	if err != nil {
+		return nil, err
+	}
 	recorder, err := write.NewRecorder(cs, Component)
 	if err != nil {
 		return nil, err
@@ -100,7 +104,6 @@ func New(cs kubernetes.Interface, dyn dynamic.Interface, opts Options) (*Operato
 		}
 	}
 	m := manager.New(mo)
-	websites := client.FromDynamicNamespaced[*Website](dyn.Resource(Resource))
 
 	// The wiring: Websites are reconciled when their spec changes (not on status writes),
 	// and when a Deployment or ConfigMap they control changes.

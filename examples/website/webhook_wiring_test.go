@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/typedinformer/typedinformer/examples/website"
 	"github.com/typedinformer/typedinformer/typed/manager"
@@ -18,16 +17,17 @@ import (
 // (Options.Manager.Webhook), as on the one Options.Webhooks makes; and a server whose
 // paths are taken already is New's error, not a webhook silently missing.
 func TestNewWiresTheWebhooksOnTheMainsServer(t *testing.T) {
-	cs, dyn := fake.NewClientset(), dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+	// New only wires: nothing is sent to the server the configuration names.
+	cs, cfg := fake.NewClientset(), &rest.Config{Host: "http://127.0.0.1:1"}
 	srv := webhook.NewServer(webhook.ServerOptions{})
-	if _, err := website.New(cs, dyn, website.Options{Manager: manager.Options{Webhook: srv}}); err != nil {
+	if _, err := website.New(cs, cfg, website.Options{Manager: manager.Options{Webhook: srv}}); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprint([]string{webhook.ConvertPath(website.Kind.GroupKind()), webhook.MutatePath(website.Kind), webhook.ValidatePath(website.Kind)})
 	if got := fmt.Sprint(srv.Paths()); got != want {
 		t.Errorf("paths %s; want %s", got, want)
 	}
-	if _, err := website.New(cs, dyn, website.Options{Manager: manager.Options{Webhook: srv}}); !errors.Is(err, webhook.ErrInvalidOptions) {
+	if _, err := website.New(cs, cfg, website.Options{Manager: manager.Options{Webhook: srv}}); !errors.Is(err, webhook.ErrInvalidOptions) {
 		t.Errorf("New on a server with the Website's paths taken: %v; want ErrInvalidOptions", err)
 	}
 }

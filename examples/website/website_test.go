@@ -263,7 +263,7 @@ func (c *cluster) start(t *testing.T, ns, identity string, options ...func(*webs
 	for _, o := range options {
 		o(&opts)
 	}
-	op, err := website.New(kubernetes.NewForConfigOrDie(c.config), dynamic.NewForConfigOrDie(c.config), opts)
+	op, err := website.New(kubernetes.NewForConfigOrDie(c.config), c.config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

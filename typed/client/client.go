@@ -67,6 +67,9 @@ func (l *List[T]) DeepCopyObject() runtime.Object {
 // (controller.Options.OnError).
 type Dynamic[T event.Object] struct {
 	client dynamic.ResourceInterface
+	// direct, when set (ForResource), lists and watches instead of client, decoding
+	// straight into T.
+	direct *direct
 }
 
 // FromDynamic returns a Dynamic over client, for example
@@ -106,6 +109,9 @@ func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T
 		_, err := d.nilClient()
 		return nil, err
 	}
+	if d.direct != nil {
+		return listDirect[T](ctx, d.direct, opts)
+	}
 	ul, err := d.client.List(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -141,6 +147,9 @@ func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.
 	if d == nil {
 		_, err := d.nilClient()
 		return nil, err
+	}
+	if d.direct != nil {
+		return watchDirect[T](ctx, d.direct, opts)
 	}
 	w, err := d.client.Watch(ctx, opts)
 	if err != nil {

@@ -269,17 +269,26 @@ func TestUnconvertibleObjectIsDeletedOnlyWhenTheServerSaysSo(t *testing.T) {
 	if err := src.Delete(ctx, "big", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	expectBigDeleted(t, events, c.Store(), 10)
+}
+
+// expectBigDeleted waits for the widget big's final-state-unknown deletion, delivered with
+// the last size that was readable, and checks that it is no longer cached.
+func expectBigDeleted(t *testing.T, events <-chan event.Event[*Widget], store interface {
+	GetByName(namespace, name string) (*Widget, bool)
+}, size int) {
+	t.Helper()
 	for {
 		e := testwait.Recv(t, events, "big's deletion")
 		if e.Type != event.Deleted {
 			continue
 		}
-		if e.Object.Name != "big" || !e.FinalStateUnknown || e.Object.Spec.Size != 10 {
-			t.Errorf("delivered %s with size %d, want big's final-state-unknown deletion with size 10", e, e.Object.Spec.Size)
+		if e.Object.Name != "big" || !e.FinalStateUnknown || e.Object.Spec.Size != size {
+			t.Errorf("delivered %s with size %d, want big's final-state-unknown deletion with size %d", e, e.Object.Spec.Size, size)
 		}
 		break
 	}
-	if _, ok := c.Store().GetByName("ns", "big"); ok {
+	if _, ok := store.GetByName("ns", "big"); ok {
 		t.Error("big is still cached after the server deleted it")
 	}
 }

@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
@@ -81,4 +84,39 @@ func ExampleStripManagedFields() {
 	cancel()
 	<-done
 	// Output: managed fields cached: 0
+}
+
+// ForResource caches a custom resource as the user's own Go struct, decoding the server's
+// JSON straight into it. Here a stand-in for kube-apiserver serves one Gizmo.
+func ExampleForResource() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("watch") == "true" {
+			<-r.Context().Done() // a watch with nothing to say
+			return
+		}
+		fmt.Fprint(w, `{"apiVersion":"example.com/v1","kind":"GizmoList","metadata":{"resourceVersion":"7"},"items":[
+			{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"namespace":"lab","name":"g1","resourceVersion":"5"},"spec":{"replicas":3}}]}`)
+	}))
+	defer srv.Close()
+
+	gizmos, err := client.ForResource[*Gizmo](&rest.Config{Host: srv.URL}, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c, err := controller.New(gizmos("lab"), controller.Options[*Gizmo]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	_ = c.WaitForSync(ctx)
+	g, _ := c.Store().GetByName("lab", "g1")
+	fmt.Println(g.Kind, g.Name, "replicas:", g.Spec.Replicas)
+	cancel()
+	<-done
+	// Output: Gizmo g1 replicas: 3
 }

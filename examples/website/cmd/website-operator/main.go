@@ -13,7 +13,6 @@ import (
 	"flag"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -35,6 +34,6 @@ func main() {
 		if *installCRD { // both versions when it serves the conversion webhook, v1 alone when not
 			opts.InstallCRDs = &manager.CRDInstall{Client: apiextensionsclient.NewForConfigOrDie(cfg), Definitions: []*crd.Definition{website.DefinitionFor(opts.Webhook != nil)}}
 		}
-		return website.New(kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg), website.Options{Namespace: *namespace, Manager: opts})
+		return website.New(kubernetes.NewForConfigOrDie(cfg), cfg, website.Options{Namespace: *namespace, Manager: opts})
 	})
 }
