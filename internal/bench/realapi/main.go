@@ -1,0 +1,311 @@
+// Command realapi benchmarks typedinformer, controller-runtime and client-go side by side
+// on a real kube-apiserver (typed/testenv's, from the prebuilt binaries): the initial
+// sync of custom resources (CPU, heap per object, peak RSS), their steady state (CPU
+// per update) and the heap per Pod of a cache of Pods. Each subject runs in a process of
+// its own, so that CPU time, heap and peak RSS are that library's alone; the subjects
+// run one after the other, in a rotating order, for several rounds, and the table gives
+// medians and their ratios. It is a module of its own so that controller-runtime never
+// enters the library's go.mod; `make bench` runs it.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/typedinformer/typedinformer/typed/testenv"
+)
+
+var libs = []string{"typedinformer", "controller-runtime", "client-go"}
+
+const (
+	widgetNS = "bench-widgets"
+	podNS    = "bench-pods"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "subject" {
+		fs := flag.NewFlagSet("subject", flag.ExitOnError)
+		kubeconfig := fs.String("kubeconfig", "", "")
+		lib := fs.String("lib", "", "")
+		kind := fs.String("kind", "", "")
+		ns := fs.String("namespace", "", "")
+		scenario := fs.String("scenario", "sync", "")
+		n := fs.Int("n", 0, "")
+		_ = fs.Parse(os.Args[2:])
+		if err := runSubject(*kubeconfig, *lib, *kind, *ns, *scenario, *n); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	widgets := flag.Int("widgets", 10_000, "custom resources to sync")
+	updates := flag.Int("updates", 5_000, "updates of the steady state")
+	pods := flag.Int("pods", 20_000, "Pods to sync")
+	rounds := flag.Int("rounds", 5, "rounds; the table gives medians")
+	only := flag.String("only", "", "comma-separated scenarios to run (crd-sync, crd-steady, pods); all when empty")
+	out := flag.String("o", "", "write the Markdown table to this file too")
+	flag.Parse()
+	if err := run(*widgets, *updates, *pods, *rounds, *only, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "realapi:", err)
+		os.Exit(1)
+	}
+}
+
+func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
+	want := func(s string) bool { return only == "" || slices.Contains(strings.Split(only, ","), s) }
+	ctx := context.Background()
+	env, err := testenv.StartContext(ctx, testenv.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{widgetCRD()}})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	kubeconfig := filepath.Join(env.Dir(), "bench.kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	cfg := env.AdminConfig()
+	cfg.QPS, cfg.Burst = 2000, 4000
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	for _, ns := range []string{widgetNS, podNS} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	var rows []row
+	if want("crd-sync") || want("crd-steady") {
+		start := time.Now()
+		if err := parallel(nWidgets, func(i int) error {
+			_, err := dyn.Resource(widgetGVR).Namespace(widgetNS).Create(ctx, newWidget(i), metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "created %d widgets in %v\n", nWidgets, time.Since(start).Round(time.Millisecond))
+	}
+	load := loadavg()
+	if want("crd-sync") {
+		rs, err := measure(rounds, kubeconfig, "widgets", widgetNS, "sync", 0, nil)
+		if err != nil {
+			return err
+		}
+		rows = append(rows,
+			row{fmt.Sprintf("CRD initial sync, %d custom resources: CPU", nWidgets), rs, func(r result) float64 { return r.CPU.Seconds() * 1000 }, "ms"},
+			row{"CRD initial sync: heap per object", rs, func(r result) float64 { return r.HeapPerObject }, "B"},
+			row{"CRD initial sync: peak RSS", rs, func(r result) float64 { return float64(r.PeakRSS) / (1 << 20) }, "MiB"})
+	}
+	if want("crd-steady") {
+		gen := 0
+		rs, err := measure(rounds, kubeconfig, "widgets", widgetNS, "steady", nUpdates, func() error {
+			gen++
+			return parallel(nUpdates, func(i int) error {
+				patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, gen*1000+i%1000)
+				_, err := dyn.Resource(widgetGVR).Namespace(widgetNS).Patch(ctx, fmt.Sprintf("widget-%05d", i%nWidgets), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				return err
+			})
+		})
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{fmt.Sprintf("CRD steady state, %d updates: CPU per event", nUpdates), rs, func(r result) float64 { return float64(r.CPU.Microseconds()) }, "µs"})
+	}
+	if want("pods") {
+		start := time.Now()
+		if err := parallel(nPods, func(i int) error {
+			_, err := cs.CoreV1().Pods(podNS).Create(ctx, newPod(i), metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "created %d pods in %v\n", nPods, time.Since(start).Round(time.Millisecond))
+		rs, err := measure(rounds, kubeconfig, "pods", podNS, "sync", 0, nil)
+		if err != nil {
+			return err
+		}
+		rows = append(rows,
+			row{fmt.Sprintf("%d Pods (protobuf), defaults: heap per Pod", nPods), rs, func(r result) float64 { return r.HeapPerObject }, "B"},
+			row{"same: peak RSS during the sync", rs, func(r result) float64 { return float64(r.PeakRSS) / (1 << 20) }, "MiB"},
+			row{"same: CPU to sync", rs, func(r result) float64 { return r.CPU.Seconds() * 1000 }, "ms"})
+	}
+	table := render(rows, rounds, load, loadavg())
+	fmt.Print(table)
+	if out != "" {
+		return os.WriteFile(out, []byte(table), 0o644)
+	}
+	return nil
+}
+
+// measure runs every library's subject rounds times, the order rotating each round, and
+// returns each library's results. For scenario steady, between the subject's sync and
+// its end, it calls drive, which makes the updates the subject waits for.
+func measure(rounds int, kubeconfig, kind, ns, scenario string, n int, drive func() error) (map[string][]result, error) {
+	out := map[string][]result{}
+	for round := range rounds {
+		for i := range libs {
+			lib := libs[(i+round)%len(libs)]
+			r, err := runChild(kubeconfig, lib, kind, ns, scenario, n, drive)
+			if err != nil {
+				return nil, fmt.Errorf("%s, %s %s, round %d: %w", lib, kind, scenario, round+1, err)
+			}
+			fmt.Fprintf(os.Stderr, "round %d %-18s %s %s: %+v\n", round+1, lib, kind, scenario, r)
+			out[lib] = append(out[lib], r)
+		}
+	}
+	return out, nil
+}
+
+func runChild(kubeconfig, lib, kind, ns, scenario string, n int, drive func() error) (result, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return result{}, err
+	}
+	cmd := exec.Command(self, "subject", "-kubeconfig", kubeconfig, "-lib", lib, "-kind", kind, "-namespace", ns, "-scenario", scenario, "-n", fmt.Sprint(n))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return result{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	br := bufio.NewReader(stdout)
+	if drive != nil {
+		if err := waitForLine(br, "synced"); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return result{}, fmt.Errorf("%w: %s", err, stderr.String())
+		}
+		if err := drive(); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return result{}, err
+		}
+	}
+	data, _ := io.ReadAll(br)
+	if err := cmd.Wait(); err != nil {
+		return result{}, fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	var r result
+	if err := json.Unmarshal(data, &r); err != nil {
+		return result{}, fmt.Errorf("%w: %q", err, data)
+	}
+	return r, nil
+}
+
+// parallel calls f(0..n-1) on 64 goroutines, returning the first error.
+func parallel(n int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	next := make(chan int)
+	for range 64 {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + widgetGV.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: widgetGV.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: widgetGV.Version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"spec":   {Type: "object", XPreserveUnknownFields: ptr.To(true)},
+						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true)},
+					},
+				}},
+			}},
+		},
+	}
+}
+
+// newWidget is the i-th Widget: labels, an annotation, a spec of a few hundred bytes.
+func newWidget(i int) *unstructured.Unstructured {
+	w := &Widget{
+		TypeMeta: metav1.TypeMeta{APIVersion: widgetGV.String(), Kind: "Widget"},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("widget-%05d", i), Namespace: widgetNS,
+			Labels:      map[string]string{"app.kubernetes.io/name": "widget", "app.kubernetes.io/part-of": "bench", "shard": fmt.Sprint(i % 16)},
+			Annotations: map[string]string{"bench.typedinformer.io/created-by": "realapi"}},
+		Spec: WidgetSpec{Replicas: int32(i % 5), Image: "registry.example.com/team/widget:v1.2.3", Owner: fmt.Sprintf("team-%d", i%20),
+			Tags:   []string{"blue", "green", fmt.Sprintf("t%d", i%100)},
+			Config: map[string]string{"logLevel": "info", "mode": "fast", "region": "eu-west-1"},
+			Ports:  []WidgetPort{{Name: "http", Port: 8080, Protocol: "TCP"}, {Name: "metrics", Port: 9090, Protocol: "TCP"}}},
+	}
+	m, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(w)
+	if err != nil {
+		panic(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// newPod is the i-th Pod of a Deployment's ReplicaSet: what a cluster's Pods look like
+// before a kubelet adds their status.
+func newPod(i int) *corev1.Pod {
+	rs := fmt.Sprintf("web-%d-7d9c8b6f5", i%50)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%05d", rs, i), Namespace: podNS,
+			Labels: map[string]string{"app": fmt.Sprintf("web-%d", i%50), "pod-template-hash": "7d9c8b6f5", "tier": "frontend"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs,
+				UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i%50)), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "web", Image: "registry.example.com/team/web:v2.7.1",
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+			Env:   []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"}, {Name: "REGION", Value: "eu-west-1"}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}},
+		}, {
+			Name: "sidecar", Image: "registry.example.com/infra/proxy:v1.30.0",
+			Args: []string{"--listen=:15001", "--upstream=127.0.0.1:8080"},
+		}}},
+	}
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}

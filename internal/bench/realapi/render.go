@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// row is one line of the table: a metric of each library's results.
+type row struct {
+	name    string
+	results map[string][]result
+	metric  func(result) float64
+	unit    string
+}
+
+func median(rs []result, metric func(result) float64) float64 {
+	vs := make([]float64, len(rs))
+	for i, r := range rs {
+		vs[i] = metric(r)
+	}
+	slices.Sort(vs)
+	if len(vs) == 0 {
+		return 0
+	}
+	return vs[len(vs)/2]
+}
+
+// render writes the table: each library's median and typedinformer's ratio to the other
+// two (typedinformer ÷ other: below 1 typedinformer is better, as the issue writes it).
+func render(rows []row, rounds int, loadBefore, loadAfter string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| workload (real kube-apiserver; medians of %d rounds, each subject in its own process) | typedinformer | controller-runtime | client-go | typedinformer ÷ controller-runtime | ÷ client-go |\n", rounds)
+	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		ti, cr, cg := median(r.results["typedinformer"], r.metric), median(r.results["controller-runtime"], r.metric), median(r.results["client-go"], r.metric)
+		fmt.Fprintf(&b, "| %s | %.1f %s | %.1f %s | %.1f %s | %.2f | %.2f |\n", r.name, ti, r.unit, cr, r.unit, cg, r.unit, ti/cr, ti/cg)
+	}
+	fmt.Fprintf(&b, "\nGOMAXPROCS=%d; load average (1, 5, 15 min) %s before the measurements, %s after.\n", runtime.GOMAXPROCS(0), loadBefore, loadAfter)
+	return b.String()
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/typedinformer/typedinformer/controller"
+	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/reflect"
+	"github.com/typedinformer/typedinformer/typed/client"
+	"github.com/typedinformer/typedinformer/typed/manager"
+)
+
+// result is what a subject process measures of itself, written to stdout as JSON.
+type result struct {
+	// CPU is the process's user and system time from starting the cache to synced (a
+	// sync), or over the updates (steady).
+	CPU time.Duration
+	// HeapPerObject is the live heap, after two GCs, the synced cache added, per object.
+	HeapPerObject float64
+	// PeakRSS is the process's maximum resident set size, in bytes.
+	PeakRSS int64
+	Objects int
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Maxrss * 1024 // kilobytes on Linux
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// subject is one library's cache of one kind, behind what the scenarios need.
+type subject struct {
+	// start starts the cache and returns once it has synced.
+	start func(ctx context.Context) error
+	// updates counts the modifications delivered to the cache's one handler.
+	updates *atomic.Int64
+	// len is how many objects the cache holds.
+	len func() int
+}
+
+// runSubject is the child process: it syncs lib's cache of kind from the server
+// kubeconfig names; for scenario "steady" it then prints "synced" and measures until it
+// has received n modifications; it prints its result as JSON.
+func runSubject(kubeconfig, lib, kind, ns, scenario string, n int) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	if kind == "pods" {
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	}
+	s, err := newSubject(cfg, lib, kind, ns)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	heap0 := liveHeap()
+	cpu0 := cpuTime()
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	r := result{CPU: cpuTime() - cpu0, Objects: s.len()}
+	r.HeapPerObject = (float64(liveHeap()) - float64(heap0)) / float64(max(r.Objects, 1))
+	if scenario == "steady" {
+		fmt.Println("synced")
+		cpu1 := cpuTime()
+		for s.updates.Load() < int64(n) {
+			time.Sleep(time.Millisecond)
+		}
+		r.CPU = (cpuTime() - cpu1) / time.Duration(n)
+	}
+	r.PeakRSS = peakRSS()
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+func newSubject(cfg *rest.Config, lib, kind, ns string) (*subject, error) {
+	updates := &atomic.Int64{}
+	switch lib + "/" + kind {
+	case "typedinformer/widgets":
+		widgets, err := client.ForResource[*Widget](cfg, widgetGVR)
+		if err != nil {
+			return nil, err
+		}
+		return typedinformerSubject(manager.Namespaced[*Widget](widgets), ns, updates)
+	case "typedinformer/pods":
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return typedinformerSubject(manager.Namespaced[*corev1.Pod](cs.CoreV1().Pods), ns, updates)
+	case "controller-runtime/widgets":
+		return controllerRuntimeSubject(cfg, &Widget{}, ns, updates)
+	case "controller-runtime/pods":
+		return controllerRuntimeSubject(cfg, &corev1.Pod{}, ns, updates)
+	case "client-go/widgets":
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		inf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil).ForResource(widgetGVR).Informer()
+		return clientGoSubject(inf, updates)
+	case "client-go/pods":
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		inf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns)).Core().V1().Pods().Informer()
+		return clientGoSubject(inf, updates)
+	}
+	return nil, fmt.Errorf("no subject %s/%s", lib, kind)
+}
+
+func typedinformerSubject[T event.Object, L reflect.List](src manager.Source[T, L], ns string, updates *atomic.Int64) (*subject, error) {
+	m := manager.New(manager.Options{})
+	c, err := manager.Acquire(m, src, manager.CacheOptions[T]{Namespaces: []string{ns}})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.AddHandler("count", controller.HandlerFunc[T](func(_ context.Context, e event.Event[T]) {
+		if e.Type == event.Modified && !e.Sync {
+			updates.Add(1)
+		}
+	})); err != nil {
+		return nil, err
+	}
+	return &subject{updates: updates, len: c.Len, start: func(ctx context.Context) error {
+		go func() { _ = m.Run(ctx) }()
+		return c.WaitForSync(ctx)
+	}}, nil
+}
+
+func controllerRuntimeSubject(cfg *rest.Config, obj crcacheObject, ns string, updates *atomic.Int64) (*subject, error) {
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := addWidgets(scheme); err != nil {
+		return nil, err
+	}
+	c, err := crcache.New(cfg, crcache.Options{Scheme: scheme, DefaultNamespaces: map[string]crcache.Config{ns: {}}})
+	if err != nil {
+		return nil, err
+	}
+	adds := &atomic.Int64{}
+	return &subject{updates: updates, len: func() int { return int(adds.Load()) }, start: func(ctx context.Context) error {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(count(adds, updates)); err != nil {
+			return err
+		}
+		go func() { _ = c.Start(ctx) }()
+		if !c.WaitForCacheSync(ctx) {
+			return fmt.Errorf("controller-runtime's cache did not sync")
+		}
+		return nil
+	}}, nil
+}
+
+type crcacheObject = interface {
+	metav1.Object
+	k8sruntime.Object
+}
+
+func clientGoSubject(inf cache.SharedIndexInformer, updates *atomic.Int64) (*subject, error) {
+	if _, err := inf.AddEventHandler(count(&atomic.Int64{}, updates)); err != nil {
+		return nil, err
+	}
+	return &subject{updates: updates, len: func() int { return len(inf.GetStore().ListKeys()) }, start: func(ctx context.Context) error {
+		go inf.Run(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("client-go's informer did not sync")
+		}
+		return nil
+	}}, nil
+}
+
+// count counts a handler's additions and modifications; controller-runtime's cache
+// says how many objects it holds only through a list.
+func count(adds, updates *atomic.Int64) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{AddFunc: func(any) { adds.Add(1) }, UpdateFunc: func(_, _ any) { updates.Add(1) }}
+}
+
+// waitForLine reads r until it has read want, for the parent to know a child synced.
+func waitForLine(r *bufio.Reader, want string) error {
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("waiting for %q: %w", want, err)
+		}
+		if line == want+"\n" {
+			return nil
+		}
+	}
+}
