@@ -422,9 +422,10 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 	copts := controller.Options[T]{
 		Options: reflect.Options[T]{
 			Name:         name,
-			Transform:    o.Transform,
+			Transform:    cacheTransform(o.Transform, m.opts.KeepManagedFields),
 			OnError:      reportCacheError(name),
 			ResyncPeriod: m.opts.ResyncPeriod,
+			WatchList:    m.opts.WatchList,
 		},
 		Metrics:         m.opts.Metrics,
 		DetectMutations: m.opts.DetectMutations,
@@ -446,6 +447,21 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 		served:  s,
 		indexes: map[string]bool{eventcache.NamespaceIndex: true},
 	}, nil
+}
+
+// cacheTransform is the transform of a cache: t, after dropping managedFields unless
+// keep (see Options.KeepManagedFields).
+func cacheTransform[T event.Object](t func(T) (T, error), keep bool) func(T) (T, error) {
+	switch {
+	case keep:
+		return t
+	case t == nil:
+		return client.StripManagedFields[T]
+	}
+	return func(obj T) (T, error) {
+		obj, _ = client.StripManagedFields(obj)
+		return t(obj)
+	}
 }
 
 // newEntryLocked registers e, and starts it if m runs. Called with m.mu held.

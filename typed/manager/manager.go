@@ -118,6 +118,23 @@ type Options struct {
 	// finalizer removed, say) may go through its webhooks. Register its webhooks with
 	// webhook.For, or Server.Register, before or while it runs.
 	Webhook *webhook.Server
+	// WatchList, when true, makes every cache stream its initial state (and each relist)
+	// with the watch-list protocol (controller.Options.WatchList) instead of paged lists:
+	// the server sends the objects as watch events, decoded one at a time instead of a
+	// list response held whole, so that a sync's peak memory is the cache's rather than
+	// twice it; a cache falls back to paged lists on a server that refuses watch-list.
+	// Either way the read is consistent (DESIGN 19). It is off by default because
+	// client-go's fake clients, which users' unit tests give the Manager, accept a
+	// watch-list request and never end its initial events: a cache over them would never
+	// sync. (A custom resource read through client.ForResource streams its list item by
+	// item anyway.)
+	WatchList bool
+	// KeepManagedFields, when true, keeps metadata.managedFields in the objects the
+	// caches hold. By default a cache drops them (client.StripManagedFields, before
+	// CacheOptions.Transform): they are often most of an object's size, controllers
+	// rarely read them, and server-side apply needs none of them on the client. Read
+	// them, when a program must, with a Get.
+	KeepManagedFields bool
 	// ResyncPeriod, when positive, makes every cache redeliver each object that has
 	// nothing pending to its handlers and loops that often (controller.Options.ResyncPeriod).
 	ResyncPeriod time.Duration

@@ -5,7 +5,8 @@
 // its own, so that CPU time, heap and peak RSS are that library's alone; the subjects
 // run one after the other, in a rotating order, for several rounds, and the table gives
 // medians and their ratios. It is a module of its own so that controller-runtime never
-// enters the library's go.mod; `make bench` runs it.
+// enters the library's go.mod; `make bench` runs it. With REALAPI_PROFILE set to a
+// directory, each subject writes a CPU profile there (lib-kind-scenario.pprof).
 package main
 
 import (
@@ -53,9 +54,10 @@ func main() {
 		kind := fs.String("kind", "", "")
 		ns := fs.String("namespace", "", "")
 		scenario := fs.String("scenario", "sync", "")
+		objects := fs.Int("objects", 0, "")
 		n := fs.Int("n", 0, "")
 		_ = fs.Parse(os.Args[2:])
-		if err := runSubject(*kubeconfig, *lib, *kind, *ns, *scenario, *n); err != nil {
+		if err := runSubject(*kubeconfig, *lib, *kind, *ns, *scenario, *objects, *n); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -108,7 +110,7 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 	}
 	load := loadavg()
 	if want("crd-sync") {
-		rs, err := measure(rounds, kubeconfig, "widgets", widgetNS, "sync", 0, nil)
+		rs, err := measure(rounds, kubeconfig, "widgets", widgetNS, "sync", nWidgets, 0, nil)
 		if err != nil {
 			return err
 		}
@@ -119,7 +121,7 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 	}
 	if want("crd-steady") {
 		gen := 0
-		rs, err := measure(rounds, kubeconfig, "widgets", widgetNS, "steady", nUpdates, func() error {
+		rs, err := measure(rounds, kubeconfig, "widgets", widgetNS, "steady", nWidgets, nUpdates, func() error {
 			gen++
 			return parallel(nUpdates, func(i int) error {
 				patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, gen*1000+i%1000)
@@ -141,7 +143,7 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "created %d pods in %v\n", nPods, time.Since(start).Round(time.Millisecond))
-		rs, err := measure(rounds, kubeconfig, "pods", podNS, "sync", 0, nil)
+		rs, err := measure(rounds, kubeconfig, "pods", podNS, "sync", nPods, 0, nil)
 		if err != nil {
 			return err
 		}
@@ -161,12 +163,12 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 // measure runs every library's subject rounds times, the order rotating each round, and
 // returns each library's results. For scenario steady, between the subject's sync and
 // its end, it calls drive, which makes the updates the subject waits for.
-func measure(rounds int, kubeconfig, kind, ns, scenario string, n int, drive func() error) (map[string][]result, error) {
+func measure(rounds int, kubeconfig, kind, ns, scenario string, objects, n int, drive func() error) (map[string][]result, error) {
 	out := map[string][]result{}
 	for round := range rounds {
 		for i := range libs {
 			lib := libs[(i+round)%len(libs)]
-			r, err := runChild(kubeconfig, lib, kind, ns, scenario, n, drive)
+			r, err := runChild(kubeconfig, lib, kind, ns, scenario, objects, n, drive)
 			if err != nil {
 				return nil, fmt.Errorf("%s, %s %s, round %d: %w", lib, kind, scenario, round+1, err)
 			}
@@ -177,12 +179,12 @@ func measure(rounds int, kubeconfig, kind, ns, scenario string, n int, drive fun
 	return out, nil
 }
 
-func runChild(kubeconfig, lib, kind, ns, scenario string, n int, drive func() error) (result, error) {
+func runChild(kubeconfig, lib, kind, ns, scenario string, objects, n int, drive func() error) (result, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return result{}, err
 	}
-	cmd := exec.Command(self, "subject", "-kubeconfig", kubeconfig, "-lib", lib, "-kind", kind, "-namespace", ns, "-scenario", scenario, "-n", fmt.Sprint(n))
+	cmd := exec.Command(self, "subject", "-kubeconfig", kubeconfig, "-lib", lib, "-kind", kind, "-namespace", ns, "-scenario", scenario, "-objects", fmt.Sprint(objects), "-n", fmt.Sprint(n))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -67,16 +69,34 @@ func liveHeap() uint64 {
 type subject struct {
 	// start starts the cache and returns once it has synced.
 	start func(ctx context.Context) error
-	// updates counts the modifications delivered to the cache's one handler.
-	updates *atomic.Int64
-	// len is how many objects the cache holds.
-	len func() int
+}
+
+// counter counts what the cache's one handler receives, and closes reached when the
+// count reaches target: waiting for it costs no CPU, which would count as the library's.
+type counter struct {
+	n       atomic.Int64
+	target  int64
+	reached chan struct{}
+}
+
+func newCounter(target int) *counter {
+	c := &counter{target: int64(target), reached: make(chan struct{})}
+	if target <= 0 {
+		close(c.reached)
+	}
+	return c
+}
+
+func (c *counter) add() {
+	if c.n.Add(1) == c.target {
+		close(c.reached)
+	}
 }
 
 // runSubject is the child process: it syncs lib's cache of kind from the server
-// kubeconfig names; for scenario "steady" it then prints "synced" and measures until it
+// kubeconfig names, which holds objects of them; for scenario "steady" it then prints "synced" and measures until it
 // has received n modifications; it prints its result as JSON.
-func runSubject(kubeconfig, lib, kind, ns, scenario string, n int) error {
+func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -86,88 +106,105 @@ func runSubject(kubeconfig, lib, kind, ns, scenario string, n int) error {
 		cfg.ContentType = "application/vnd.kubernetes.protobuf"
 		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	}
-	s, err := newSubject(cfg, lib, kind, ns)
+	adds, updates := newCounter(objects), newCounter(n)
+	s, err := newSubject(cfg, lib, kind, ns, adds, updates)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if dir := os.Getenv("REALAPI_PROFILE"); dir != "" {
+		// A CPU profile of the whole subject, for go tool pprof.
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%s.pprof", lib, kind, scenario)))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	heap0 := liveHeap()
 	cpu0 := cpuTime()
 	if err := s.start(ctx); err != nil {
 		return err
 	}
-	r := result{CPU: cpuTime() - cpu0, Objects: s.len()}
+	// controller-runtime's and client-go's caches say they synced once their store has
+	// the list, before their handlers have seen it: wait for those too, as typedinformer's
+	// synced means.
+	<-adds.reached
+	r := result{CPU: cpuTime() - cpu0, Objects: int(adds.n.Load())}
 	r.HeapPerObject = (float64(liveHeap()) - float64(heap0)) / float64(max(r.Objects, 1))
 	if scenario == "steady" {
 		fmt.Println("synced")
 		cpu1 := cpuTime()
-		for s.updates.Load() < int64(n) {
-			time.Sleep(time.Millisecond)
-		}
+		<-updates.reached
 		r.CPU = (cpuTime() - cpu1) / time.Duration(n)
 	}
 	r.PeakRSS = peakRSS()
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
-func newSubject(cfg *rest.Config, lib, kind, ns string) (*subject, error) {
-	updates := &atomic.Int64{}
+func newSubject(cfg *rest.Config, lib, kind, ns string, adds, updates *counter) (*subject, error) {
 	switch lib + "/" + kind {
 	case "typedinformer/widgets":
 		widgets, err := client.ForResource[*Widget](cfg, widgetGVR)
 		if err != nil {
 			return nil, err
 		}
-		return typedinformerSubject(manager.Namespaced[*Widget](widgets), ns, updates)
+		return typedinformerSubject(manager.Namespaced[*Widget](widgets), ns, adds, updates)
 	case "typedinformer/pods":
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		return typedinformerSubject(manager.Namespaced[*corev1.Pod](cs.CoreV1().Pods), ns, updates)
+		return typedinformerSubject(manager.Namespaced[*corev1.Pod](cs.CoreV1().Pods), ns, adds, updates)
 	case "controller-runtime/widgets":
-		return controllerRuntimeSubject(cfg, &Widget{}, ns, updates)
+		return controllerRuntimeSubject(cfg, &Widget{}, ns, adds, updates)
 	case "controller-runtime/pods":
-		return controllerRuntimeSubject(cfg, &corev1.Pod{}, ns, updates)
+		return controllerRuntimeSubject(cfg, &corev1.Pod{}, ns, adds, updates)
 	case "client-go/widgets":
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
 		inf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil).ForResource(widgetGVR).Informer()
-		return clientGoSubject(inf, updates)
+		return clientGoSubject(inf, adds, updates)
 	case "client-go/pods":
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
 		inf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns)).Core().V1().Pods().Informer()
-		return clientGoSubject(inf, updates)
+		return clientGoSubject(inf, adds, updates)
 	}
 	return nil, fmt.Errorf("no subject %s/%s", lib, kind)
 }
 
-func typedinformerSubject[T event.Object, L reflect.List](src manager.Source[T, L], ns string, updates *atomic.Int64) (*subject, error) {
+func typedinformerSubject[T event.Object, L reflect.List](src manager.Source[T, L], ns string, adds, updates *counter) (*subject, error) {
 	m := manager.New(manager.Options{})
 	c, err := manager.Acquire(m, src, manager.CacheOptions[T]{Namespaces: []string{ns}})
 	if err != nil {
 		return nil, err
 	}
 	if _, err := c.AddHandler("count", controller.HandlerFunc[T](func(_ context.Context, e event.Event[T]) {
-		if e.Type == event.Modified && !e.Sync {
-			updates.Add(1)
+		switch {
+		case e.Type == event.Added:
+			adds.add()
+		case e.Type == event.Modified && !e.Sync:
+			updates.add()
 		}
 	})); err != nil {
 		return nil, err
 	}
-	return &subject{updates: updates, len: c.Len, start: func(ctx context.Context) error {
+	return &subject{start: func(ctx context.Context) error {
 		go func() { _ = m.Run(ctx) }()
 		return c.WaitForSync(ctx)
 	}}, nil
 }
 
-func controllerRuntimeSubject(cfg *rest.Config, obj crcacheObject, ns string, updates *atomic.Int64) (*subject, error) {
+func controllerRuntimeSubject(cfg *rest.Config, obj crcacheObject, ns string, adds, updates *counter) (*subject, error) {
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -179,8 +216,7 @@ func controllerRuntimeSubject(cfg *rest.Config, obj crcacheObject, ns string, up
 	if err != nil {
 		return nil, err
 	}
-	adds := &atomic.Int64{}
-	return &subject{updates: updates, len: func() int { return int(adds.Load()) }, start: func(ctx context.Context) error {
+	return &subject{start: func(ctx context.Context) error {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return err
@@ -201,11 +237,11 @@ type crcacheObject = interface {
 	k8sruntime.Object
 }
 
-func clientGoSubject(inf cache.SharedIndexInformer, updates *atomic.Int64) (*subject, error) {
-	if _, err := inf.AddEventHandler(count(&atomic.Int64{}, updates)); err != nil {
+func clientGoSubject(inf cache.SharedIndexInformer, adds, updates *counter) (*subject, error) {
+	if _, err := inf.AddEventHandler(count(adds, updates)); err != nil {
 		return nil, err
 	}
-	return &subject{updates: updates, len: func() int { return len(inf.GetStore().ListKeys()) }, start: func(ctx context.Context) error {
+	return &subject{start: func(ctx context.Context) error {
 		go inf.Run(ctx.Done())
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("client-go's informer did not sync")
@@ -214,10 +250,9 @@ func clientGoSubject(inf cache.SharedIndexInformer, updates *atomic.Int64) (*sub
 	}}, nil
 }
 
-// count counts a handler's additions and modifications; controller-runtime's cache
-// says how many objects it holds only through a list.
-func count(adds, updates *atomic.Int64) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{AddFunc: func(any) { adds.Add(1) }, UpdateFunc: func(_, _ any) { updates.Add(1) }}
+// count counts a client-go handler's additions and modifications.
+func count(adds, updates *counter) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{AddFunc: func(any) { adds.add() }, UpdateFunc: func(_, _ any) { updates.add() }}
 }
 
 // waitForLine reads r until it has read want, for the parent to know a child synced.

@@ -37,6 +37,7 @@ func main() {
 	raw := flag.String("raw", filepath.Join(".cache", "bench-raw.txt"), "where to save the raw go test output, relative to the module root unless absolute")
 	bench := flag.String("bench", ".", "go test -bench: which benchmarks to run")
 	timeout := flag.Duration("timeout", 60*time.Minute, "go test -timeout")
+	realAPI := flag.String("realapi", filepath.Join(".cache", "realapi.md"), "the real API server section internal/bench/realapi wrote (make bench runs it first), relative to the module root unless absolute; left out when missing")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./internal/cmd/benchreport [flags]\n\n"+
 			"Runs the benchmarks of ./internal/bench and writes BENCHMARKS.md.\n\n")
@@ -47,13 +48,13 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*benchtime, *count, *bench, *timeout, *out, *raw); err != nil {
+	if err := run(*benchtime, *count, *bench, *timeout, *out, *raw, *realAPI); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
 }
 
-func run(benchtime string, count int, bench string, timeout time.Duration, out, raw string) error {
+func run(benchtime string, count int, bench string, timeout time.Duration, out, raw, realAPI string) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -94,7 +95,11 @@ func run(benchtime string, count int, bench string, timeout time.Duration, out, 
 		return fmt.Errorf("parsing the output saved in %s: %w", raw, err)
 	}
 	m.load, m.loadPeak, m.loadAfter = loadBefore, loadPeak, loadAfter
-	report := render(res, m, runInfo{benchtime: benchtime, count: count, bench: bench, took: took, raw: rel(root, raw)})
+	section, err := os.ReadFile(underRoot(root, realAPI))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	report := render(res, m, runInfo{benchtime: benchtime, count: count, bench: bench, took: took, raw: rel(root, raw), realAPI: string(section)})
 	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
 		return err
 	}

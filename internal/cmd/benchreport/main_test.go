@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +226,23 @@ func TestRenderSharding(t *testing.T) {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q:\n%s", want, doc)
 		}
+	}
+}
+
+// The real API server section that internal/bench/realapi wrote comes after the
+// scenarios, numbered after them, as written; without one there is no such section.
+func TestRenderEmbedsTheRealAPIServerSection(t *testing.T) {
+	r, err := parse(shardingOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := "| workload | typedinformer |\n|---|---:|\n| CRD sync | 1 ms |\n"
+	doc := render(r, machine{date: time.Unix(0, 0).UTC()}, runInfo{benchtime: "1x", count: 1, bench: "Shard", realAPI: section})
+	want := fmt.Sprintf("## %d. Real API server: typedinformer, controller-runtime and client-go\n\n%s\n## How to reproduce", len(scenarios)+1, section)
+	if !strings.Contains(doc, want) {
+		t.Errorf("report lacks %q:\n%s", want, doc)
+	}
+	if doc = render(r, machine{date: time.Unix(0, 0).UTC()}, runInfo{benchtime: "1x", count: 1, bench: "Shard"}); strings.Contains(doc, "Real API server") {
+		t.Errorf("report has a real API server section without one written:\n%s", doc)
 	}
 }

@@ -276,6 +276,9 @@ type runInfo struct {
 	bench     string
 	took      time.Duration
 	raw       string
+	// realAPI is the real API server section internal/bench/realapi wrote (its own
+	// Markdown, with its run's load and command), or "" when there is none.
+	realAPI string
 }
 
 // verdict is one target's outcome, for the summary.
@@ -386,6 +389,9 @@ func render(r *results, m machine, run runInfo) string {
 	}
 
 	b.WriteString(body.String())
+	if run.realAPI != "" {
+		fmt.Fprintf(&b, "## %d. Real API server: typedinformer, controller-runtime and client-go\n\n%s\n\n", len(scenarios)+1, strings.TrimSpace(run.realAPI))
+	}
 
 	fmt.Fprintf(&b, "## How to reproduce\n\n")
 	fmt.Fprintf(&b, "```sh\n")

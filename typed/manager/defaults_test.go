@@ -1,0 +1,92 @@
+package manager_test
+
+import (
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/typed/manager"
+)
+
+// A cache lists its initial state by default; with Options.WatchList it streams it, and
+// falls back to a paged list on a server that refuses watch-list; each way it syncs with
+// the same objects.
+func TestCachesStreamTheInitialStateWhenAskedAndFallBackToLists(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		opts        manager.Options
+		refused     bool
+		wantList    bool
+		wantWatches bool // a watch-list request was made
+	}{
+		{name: "default", wantList: true},
+		{name: "WatchList", opts: manager.Options{WatchList: true}, wantWatches: true},
+		{name: "WatchList, the server refuses it", opts: manager.Options{WatchList: true}, refused: true, wantList: true, wantWatches: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fake.New[cm, cmList](configMap("a", "one", nil), configMap("a", "two", nil))
+			f.SetWatchListSupported(!tc.refused)
+			m := manager.New(tc.opts)
+			run(t, m)
+			c := acquire(t, m, source(f))
+			if err := c.WaitForSync(testContext(t)); err != nil {
+				t.Fatal(err)
+			}
+			if got := keys(c.List()); len(got) != 2 {
+				t.Errorf("cached %v, want a/one and a/two", got)
+			}
+			listed, watchListed := false, false
+			for _, a := range f.Actions() {
+				listed = listed || a.Verb == fake.VerbList
+				si := a.Options.SendInitialEvents
+				watchListed = watchListed || a.Verb == fake.VerbWatch && si != nil && *si && a.Options.ResourceVersionMatch == metav1.ResourceVersionMatchNotOlderThan
+			}
+			if listed != tc.wantList || watchListed != tc.wantWatches {
+				t.Errorf("listed %v, asked for a watch-list %v; want %v, %v (requests %+v)", listed, watchListed, tc.wantList, tc.wantWatches, f.Actions())
+			}
+		})
+	}
+}
+
+// A cache drops managedFields by default, before the cache's own transform, and keeps
+// them with Options.KeepManagedFields.
+func TestCachesDropManagedFieldsUnlessKept(t *testing.T) {
+	withFields := func() cm {
+		obj := configMap("a", "one", nil)
+		obj.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
+		return obj
+	}
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("KeepManagedFields=%v", keep), func(t *testing.T) { testManagedFields(t, keep, withFields()) })
+	}
+}
+
+func testManagedFields(t *testing.T, keep bool, withFields cm) {
+	f := fake.New[cm, cmList](withFields)
+	m := manager.New(manager.Options{KeepManagedFields: keep})
+	run(t, m)
+	sawFields := make(chan bool, 1)
+	c := acquire(t, m, source(f), manager.CacheOptions[cm]{TransformName: "label", Transform: func(obj cm) (cm, error) {
+		select {
+		case sawFields <- obj.ManagedFields != nil:
+		default:
+		}
+		obj.Labels = map[string]string{"transformed": "yes"}
+		return obj, nil
+	}})
+	if err := c.WaitForSync(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := c.GetByName("a", "one")
+	if !ok || got.Labels["transformed"] != "yes" {
+		t.Fatalf("KeepManagedFields %v: cached %v, %v; want a/one through the cache's transform", keep, got, ok)
+	}
+	if kept := got.ManagedFields != nil; kept != keep {
+		t.Errorf("KeepManagedFields %v: cached managedFields %v", keep, got.ManagedFields)
+	}
+	if saw := receive(t, sawFields, "the transform's call"); saw != keep {
+		t.Errorf("KeepManagedFields %v: the cache's transform saw managedFields: %v", keep, saw)
+	}
+}
