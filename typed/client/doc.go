@@ -18,7 +18,10 @@
 //     the struct's JSON without nulls and empty objects, so that fields left unset are
 //     never claimed.
 //   - Selectors narrows any source on the server; StripManagedFields is a ready transform
-//     that drops managedFields before objects are cached, often most of their size.
+//     that drops managedFields before objects are cached, often most of their size, and
+//     InternStrings one that makes the strings cached objects repeat (labels, namespaces,
+//     owner references, image names) share one copy. A Manager's caches apply both by
+//     default.
 //   - New returns a new, empty object of a type T.
 //
 // Errors: a nil client or object to write is an error wrapping

@@ -422,7 +422,7 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 	copts := controller.Options[T]{
 		Options: reflect.Options[T]{
 			Name:         name,
-			Transform:    cacheTransform(o.Transform, m.opts.KeepManagedFields),
+			Transform:    cacheTransform(o.Transform, m.opts),
 			OnError:      reportCacheError(name),
 			ResyncPeriod: m.opts.ResyncPeriod,
 			WatchList:    m.opts.WatchList,
@@ -449,17 +449,24 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 	}, nil
 }
 
-// cacheTransform is the transform of a cache: t, after dropping managedFields unless
-// keep (see Options.KeepManagedFields).
-func cacheTransform[T event.Object](t func(T) (T, error), keep bool) func(T) (T, error) {
-	switch {
-	case keep:
+// cacheTransform is the transform of a cache: t, after dropping managedFields and
+// interning strings unless the Manager's options say otherwise (see
+// Options.KeepManagedFields and Options.NoStringInterning).
+func cacheTransform[T event.Object](t func(T) (T, error), opts Options) func(T) (T, error) {
+	strip, intern := !opts.KeepManagedFields, !opts.NoStringInterning
+	if !strip && !intern {
 		return t
-	case t == nil:
-		return client.StripManagedFields[T]
 	}
 	return func(obj T) (T, error) {
-		obj, _ = client.StripManagedFields(obj)
+		if strip {
+			obj, _ = client.StripManagedFields(obj)
+		}
+		if intern {
+			obj, _ = client.InternStrings(obj)
+		}
+		if t == nil {
+			return obj, nil
+		}
 		return t(obj)
 	}
 }

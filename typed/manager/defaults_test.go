@@ -2,7 +2,9 @@ package manager_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -88,5 +90,28 @@ func testManagedFields(t *testing.T, keep bool, withFields cm) {
 	}
 	if saw := receive(t, sawFields, "the transform's call"); saw != keep {
 		t.Errorf("KeepManagedFields %v: the cache's transform saw managedFields: %v", keep, saw)
+	}
+}
+
+// A cache makes the strings its objects repeat share one copy by default, and leaves
+// them alone with Options.NoStringInterning.
+func TestCachesInternRepeatedStringsUnlessTold(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoStringInterning=%v", off), func(t *testing.T) {
+			// Each object's label value a copy of its own, as a decoder makes them.
+			f := fake.New[cm, cmList](configMap("a", "one", map[string]string{"app": strings.Clone("web-frontend")}),
+				configMap("a", "two", map[string]string{"app": strings.Clone("web-frontend")}))
+			m := manager.New(manager.Options{NoStringInterning: off})
+			run(t, m)
+			c := acquire(t, m, source(f))
+			if err := c.WaitForSync(testContext(t)); err != nil {
+				t.Fatal(err)
+			}
+			one, _ := c.GetByName("a", "one")
+			two, _ := c.GetByName("a", "two")
+			if shared := unsafe.StringData(one.Labels["app"]) == unsafe.StringData(two.Labels["app"]); shared == off {
+				t.Errorf("the label value held once: %v, want %v", shared, !off)
+			}
+		})
 	}
 }

@@ -135,6 +135,12 @@ type Options struct {
 	// rarely read them, and server-side apply needs none of them on the client. Read
 	// them, when a program must, with a Get.
 	KeepManagedFields bool
+	// NoStringInterning, when true, keeps every cached object's strings its own. By default
+	// a cache makes the strings that objects repeat (labels, namespaces, owner
+	// references, image names; see client.InternStrings) share one copy, before
+	// CacheOptions.Transform: a cached Pod then costs a fraction of the memory, for a few
+	// microseconds of CPU per object received.
+	NoStringInterning bool
 	// ResyncPeriod, when positive, makes every cache redeliver each object that has
 	// nothing pending to its handlers and loops that often (controller.Options.ResyncPeriod).
 	ResyncPeriod time.Duration
