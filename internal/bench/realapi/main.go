@@ -115,9 +115,9 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 			return err
 		}
 		rows = append(rows,
-			row{fmt.Sprintf("CRD initial sync, %d custom resources: CPU", nWidgets), rs, func(r result) float64 { return r.CPU.Seconds() * 1000 }, "ms"},
-			row{"CRD initial sync: heap per object", rs, func(r result) float64 { return r.HeapPerObject }, "B"},
-			row{"CRD initial sync: peak RSS", rs, func(r result) float64 { return float64(r.PeakRSS) / (1 << 20) }, "MiB"})
+			row{fmt.Sprintf("CRD initial sync, %d custom resources: CPU", nWidgets), rs, func(r result) float64 { return r.CPU.Seconds() * 1000 }, "ms", 0.7, "controller-runtime"},
+			row{"CRD initial sync: heap per object", rs, func(r result) float64 { return r.HeapPerObject }, "B", 0.8, "controller-runtime"},
+			row{"CRD initial sync: peak RSS", rs, func(r result) float64 { return float64(r.PeakRSS) / (1 << 20) }, "MiB", 1, "controller-runtime"})
 	}
 	if want("crd-steady") {
 		gen := 0
@@ -132,7 +132,7 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 		if err != nil {
 			return err
 		}
-		rows = append(rows, row{fmt.Sprintf("CRD steady state, %d updates: CPU per event", nUpdates), rs, func(r result) float64 { return float64(r.CPU.Microseconds()) }, "µs"})
+		rows = append(rows, row{fmt.Sprintf("CRD steady state, %d updates: CPU per event", nUpdates), rs, func(r result) float64 { return float64(r.CPU.Microseconds()) }, "µs", 0.7, "controller-runtime"})
 	}
 	if want("pods") {
 		start := time.Now()
@@ -148,9 +148,9 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 			return err
 		}
 		rows = append(rows,
-			row{fmt.Sprintf("%d Pods (protobuf), defaults: heap per Pod", nPods), rs, func(r result) float64 { return r.HeapPerObject }, "B"},
-			row{"same: peak RSS during the sync", rs, func(r result) float64 { return float64(r.PeakRSS) / (1 << 20) }, "MiB"},
-			row{"same: CPU to sync", rs, func(r result) float64 { return r.CPU.Seconds() * 1000 }, "ms"})
+			row{fmt.Sprintf("%d Pods (protobuf), defaults: heap per Pod", nPods), rs, func(r result) float64 { return r.HeapPerObject }, "B", 0.6, "client-go"},
+			row{"same: peak RSS during the sync", rs, func(r result) float64 { return float64(r.PeakRSS) / (1 << 20) }, "MiB", 1, "controller-runtime"},
+			row{"same: CPU to sync", rs, func(r result) float64 { return r.CPU.Seconds() * 1000 }, "ms", 0, ""})
 	}
 	table := render(rows, rounds, load, loadavg())
 	fmt.Print(table)

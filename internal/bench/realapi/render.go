@@ -13,6 +13,10 @@ type row struct {
 	results map[string][]result
 	metric  func(result) float64
 	unit    string
+	// target is issue 26's: typedinformer's median at most target times against's, when
+	// target is positive.
+	target  float64
+	against string
 }
 
 func median(rs []result, metric func(result) float64) float64 {
@@ -31,11 +35,19 @@ func median(rs []result, metric func(result) float64) float64 {
 // two (typedinformer ÷ other: below 1 typedinformer is better, as the issue writes it).
 func render(rows []row, rounds int, loadBefore, loadAfter string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| workload (real kube-apiserver; medians of %d rounds, each subject in its own process) | typedinformer | controller-runtime | client-go | typedinformer ÷ controller-runtime | ÷ client-go |\n", rounds)
-	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| workload (real kube-apiserver; medians of %d rounds, each subject in its own process) | typedinformer | controller-runtime | client-go | typedinformer ÷ controller-runtime | ÷ client-go | target | result |\n", rounds)
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range rows {
 		ti, cr, cg := median(r.results["typedinformer"], r.metric), median(r.results["controller-runtime"], r.metric), median(r.results["client-go"], r.metric)
-		fmt.Fprintf(&b, "| %s | %.1f %s | %.1f %s | %.1f %s | %.2f | %.2f |\n", r.name, ti, r.unit, cr, r.unit, cg, r.unit, ti/cr, ti/cg)
+		target, result := "", ""
+		if r.target > 0 {
+			target = fmt.Sprintf("≤ %.2f× %s's", r.target, r.against)
+			result = "❌ miss"
+			if ti <= r.target*median(r.results[r.against], r.metric) {
+				result = "✅ pass"
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %.1f %s | %.1f %s | %.1f %s | %.2f | %.2f | %s | %s |\n", r.name, ti, r.unit, cr, r.unit, cg, r.unit, ti/cr, ti/cg, target, result)
 	}
 	fmt.Fprintf(&b, "\nGOMAXPROCS=%d; load average (1, 5, 15 min) %s before the measurements, %s after.\n", runtime.GOMAXPROCS(0), loadBefore, loadAfter)
 	return b.String()
