@@ -2,8 +2,10 @@ package client
 
 import (
 	goreflect "reflect"
+	"sync"
 	"unique"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -38,7 +40,70 @@ func InternStrings[T event.Object](obj T) (T, error) {
 var (
 	objectMetaType = goreflect.TypeFor[metav1.ObjectMeta]()
 	typeMetaType   = goreflect.TypeFor[metav1.TypeMeta]()
+	// quantityType holds its strings unexported, and its format is a constant.
+	quantityType = goreflect.TypeFor[resource.Quantity]()
+	// holding caches holdsStrings's answer per type, so that walking an object skips
+	// at once the fields (numbers, times, quantities) where there is nothing to intern.
+	holding      sync.Map // goreflect.Type → bool
+	structFields sync.Map // goreflect.Type → []int, see fieldsWithStrings
 )
+
+// fieldsWithStrings returns the indexes of struct type t's exported fields that can
+// hold strings, computed once per type.
+func fieldsWithStrings(t goreflect.Type) []int {
+	if v, ok := structFields.Load(t); ok {
+		return v.([]int)
+	}
+	var fields []int
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && holdsStrings(f.Type) {
+			fields = append(fields, i)
+		}
+	}
+	structFields.Store(t, fields)
+	return fields
+}
+
+// holdsStrings reports whether a value of t can hold a string InternStrings sets.
+func holdsStrings(t goreflect.Type) bool {
+	if v, ok := holding.Load(t); ok {
+		return v.(bool)
+	}
+	return holdsStringsSeen(t, map[goreflect.Type]bool{})
+}
+
+func holdsStringsSeen(t goreflect.Type, seen map[goreflect.Type]bool) bool {
+	if v, ok := holding.Load(t); ok {
+		return v.(bool)
+	}
+	if seen[t] {
+		return true // a recursive type: its other fields decide, and true only costs a walk
+	}
+	seen[t] = true
+	holds := false
+	switch t.Kind() {
+	case goreflect.String:
+		holds = true
+	case goreflect.Pointer:
+		holds = holdsStringsSeen(t.Elem(), seen)
+	case goreflect.Slice:
+		holds = t.Elem().Kind() != goreflect.Uint8 && holdsStringsSeen(t.Elem(), seen)
+	case goreflect.Map:
+		holds = t.Key().Kind() == goreflect.String || holdsStringsSeen(t.Elem(), seen)
+	case goreflect.Struct:
+		if t == quantityType {
+			break
+		}
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && holdsStringsSeen(f.Type, seen) {
+				holds = true
+				break
+			}
+		}
+	}
+	holding.Store(t, holds)
+	return holds
+}
 
 func intern(s string) string {
 	if s == "" || len(s) > MaxInternedLen {
@@ -68,21 +133,22 @@ func internValue(v goreflect.Value) {
 			}
 			return
 		}
-		t := v.Type()
-		for i := range v.NumField() {
-			if t.Field(i).IsExported() {
-				internValue(v.Field(i))
-			}
+		for _, i := range fieldsWithStrings(v.Type()) {
+			internValue(v.Field(i))
 		}
 	case goreflect.Slice:
-		if v.Type().Elem().Kind() == goreflect.Uint8 {
-			return // bytes, not strings
+		if !holdsStrings(v.Type()) {
+			return
 		}
 		for i := range v.Len() {
 			internValue(v.Index(i))
 		}
 	case goreflect.Map:
-		internMap(v)
+		if m, ok := v.Interface().(map[string]string); ok {
+			internStringMap(m)
+		} else if holdsStrings(v.Type()) {
+			internMap(v)
+		}
 	}
 }
 

@@ -99,3 +99,17 @@ func TestInternStringsOfEmptyObjects(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// BenchmarkInternStrings is the CPU a Manager's cache spends interning one decoded Pod.
+func BenchmarkInternStrings(b *testing.B) {
+	t := &testing.T{}
+	pods := make([]*corev1.Pod, b.N)
+	for i := range pods {
+		pods[i] = decodedPod(t, "p")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		_, _ = client.InternStrings(pods[i])
+	}
+}
