@@ -34,6 +34,12 @@
 // and Get), all that typed.Loop and typed.Related consume. Owns and Watches take cache
 // options through Source.With, indexes included.
 //
+// What a cache holds costs as little memory as the Manager can make it by default: it
+// drops managedFields and makes the strings objects repeat share one copy
+// (client.StripManagedFields, then client.InternStrings, before CacheOptions.Transform);
+// Options.KeepManagedFields and Options.NoStringInterning turn either off. Options.WatchList
+// streams initial lists instead of paging them.
+//
 // A transform is a function, which Go cannot compare: CacheOptions.TransformName
 // identifies it, and a cache whose transform has no name is shared with nobody. Indexes
 // are not part of the key: an Acquire that asks for an index the shared cache lacks adds
