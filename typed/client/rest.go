@@ -222,21 +222,21 @@ func watchDirect[T event.Object](ctx context.Context, d *direct, opts metav1.Lis
 	if err != nil {
 		return nil, err
 	}
-	return watch.NewStreamWatcher(&watchDecoder[T]{body: body, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(body)},
+	r := &readErr{r: body}
+	return watch.NewStreamWatcher(&watchDecoder[T]{body: body, read: r, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(r)},
 		// 500: the cause of a stream that does not decode is not known, as client-go says.
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 }
 
 // watchDecoder decodes a watch stream's events, each object straight into a new T, for
-// watch.StreamWatcher.
+// watch.StreamWatcher. The server writes an event's type before its object, so the
+// object is decoded in the same pass that reads it; an object that comes first is kept
+// as raw JSON until the type is known.
 type watchDecoder[T event.Object] struct {
 	body io.ReadCloser
+	read *readErr // body, remembering its errors
 	dec  sigsjson.Decoder
-	// event is reused: its Object keeps its buffer from one event to the next.
-	event struct {
-		Type watch.EventType `json:"type"`
-		Raw  rawJSON         `json:"object"`
-	}
+	raw  rawJSON // reused from one event to the next
 }
 
 // rawJSON is a JSON value kept as it is, in a buffer reused from one event to the next.
@@ -253,34 +253,72 @@ func (r *rawJSON) UnmarshalJSON(data []byte) error {
 // an error ends the watch (StreamWatcher sends it as an ERROR event unless it is the
 // stream's end).
 func (w *watchDecoder[T]) Decode() (watch.EventType, runtime.Object, error) {
-	e := &w.event
-	e.Type, e.Raw = "", e.Raw[:0]
-	if err := w.dec.Decode(e); err != nil {
-		return "", nil, err
+	var typ watch.EventType
+	var obj runtime.Object
+	var objErr error
+	raw := false
+	err := walkObject(w.dec, func(key string) error {
+		switch {
+		case key == "type":
+			return w.dec.Decode(&typ)
+		case key == "object" && typ == "":
+			raw = true
+			return w.dec.Decode(&w.raw)
+		case key == "object":
+			var err error
+			obj, objErr, err = w.object(typ, func(into any) error { return w.dec.Decode(into) })
+			return err
+		default:
+			var skip rawJSON
+			return w.dec.Decode(&skip)
+		}
+	})
+	if err == nil && raw {
+		obj, objErr, err = w.object(typ, func(into any) error { return sigsjson.UnmarshalCaseSensitivePreserveInts(w.raw, into) })
 	}
-	switch e.Type {
+	switch {
+	case err != nil:
+		return "", nil, err
+	case obj == nil:
+		return "", nil, fmt.Errorf("a watch %q event without an object", typ)
+	case objErr != nil:
+		return typ, unreadable(obj.(T), objErr), nil // object returns a T with objErr
+	}
+	return typ, obj, nil
+}
+
+// object decodes an event's object of type typ with decode: a *metav1.Status for an
+// ERROR event, a new T otherwise. A T that does not decode is returned, as far as it
+// decoded, with the error as objErr; err is an error that ends the watch: a type that
+// is not a watch event's, a status that does not decode, a stream that is broken.
+func (w *watchDecoder[T]) object(typ watch.EventType, decode func(into any) error) (obj runtime.Object, objErr, err error) {
+	switch typ {
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
 	case watch.Error:
 		status := &metav1.Status{}
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(e.Raw, status); err != nil {
-			return "", nil, fmt.Errorf("decoding a watch ERROR event's status: %w", err)
+		if err := decode(status); err != nil {
+			return nil, nil, fmt.Errorf("decoding a watch ERROR event's status: %w", err)
 		}
-		return e.Type, status, nil
+		return status, nil, nil
 	default:
-		return "", nil, fmt.Errorf("got invalid watch event type: %q", e.Type)
+		return nil, nil, fmt.Errorf("got invalid watch event type: %q", typ)
 	}
-	obj := New[T]()
-	err := sigsjson.UnmarshalCaseSensitivePreserveInts(e.Raw, obj)
-	if err == nil {
-		return e.Type, obj, nil
+	o := New[T]()
+	err = decode(o)
+	if syntax, _ := sigsjson.SyntaxErrorOffset(err); syntax || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || w.read.err != nil {
+		return nil, nil, err // the object could not be read: the stream is broken
 	}
-	id := &metav1.PartialObjectMetadata{}
-	if sigsjson.UnmarshalCaseSensitivePreserveInts(e.Raw, id) != nil {
-		// What identity the object has is in obj, decoded as far as it could be.
-		id.TypeMeta = metav1.TypeMeta{APIVersion: obj.GetObjectKind().GroupVersionKind().GroupVersion().String(), Kind: obj.GetObjectKind().GroupVersionKind().Kind}
-		id.Namespace, id.Name, id.UID, id.ResourceVersion = obj.GetNamespace(), obj.GetName(), obj.GetUID(), obj.GetResourceVersion()
-	}
-	return e.Type, &reflect.Unreadable{Object: id, Err: fmt.Errorf("decoding %s %s/%s into %T: %w", id.Kind, id.Namespace, id.Name, obj, err)}, nil
+	return o, err, nil
+}
+
+// unreadable is the Unreadable of obj, a T decoded as far as it could be, which err
+// stopped: its Object carries the identity obj got, for a deletion to be recorded.
+func unreadable[T event.Object](obj T, err error) *reflect.Unreadable {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	id := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind}}
+	id.Namespace, id.Name, id.UID, id.ResourceVersion = obj.GetNamespace(), obj.GetName(), obj.GetUID(), obj.GetResourceVersion()
+	id.Labels, id.Annotations = obj.GetLabels(), obj.GetAnnotations()
+	return &reflect.Unreadable{Object: id, Err: fmt.Errorf("decoding %s %s/%s into %T: %w", id.Kind, id.Namespace, id.Name, obj, err)}
 }
 
 // Close closes the stream, which ends a Decode waiting for it.

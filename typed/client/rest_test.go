@@ -259,6 +259,16 @@ func TestForResourceSendsTheOptionsAndDecodesTheListMetadata(t *testing.T) {
 	if b, ok := e.Object.(*Widget); !ok || e.Type != "BOOKMARK" || b.ResourceVersion != "43" || b.Annotations["k8s.io/initial-events-end"] != "true" {
 		t.Errorf("event = %s %#v, want the bookmark as a *Widget", e.Type, e.Object)
 	}
+	// An object before its type, and an unknown field, are read all the same.
+	lines <- fmt.Sprintf(`{"object":%s,"extra":[1],"type":"MODIFIED"}`, widgetJSON("w", "44", "3"))
+	if e := testwait.Recv(t, w.ResultChan(), "the event with its object first"); e.Type != "MODIFIED" || e.Object.(*Widget).Spec.Size != 3 {
+		t.Errorf("event = %s %#v, want w modified with size 3", e.Type, e.Object)
+	}
+	// A type that no watch event has ends the watch with an error.
+	lines <- watchEvent("RENAMED", widgetJSON("w", "45", "3"))
+	if e := testwait.Recv(t, w.ResultChan(), "the event of an unknown type"); e.Type != "ERROR" || !strings.Contains(fmt.Sprint(e.Object), "RENAMED") {
+		t.Errorf("event = %s %#v, want an ERROR naming the type", e.Type, e.Object)
+	}
 }
 
 func TestForResourceRefusesNil(t *testing.T) {
