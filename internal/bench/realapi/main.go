@@ -39,7 +39,11 @@ import (
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
-var libs = []string{"typedinformer", "controller-runtime", "client-go"}
+var (
+	libs = []string{"typedinformer", "controller-runtime", "client-go"}
+	// typedinformerWatchList is -watchlist, passed on to the typedinformer subjects.
+	typedinformerWatchList bool
+)
 
 const (
 	widgetNS = "bench-widgets"
@@ -55,9 +59,10 @@ func main() {
 		ns := fs.String("namespace", "", "")
 		scenario := fs.String("scenario", "sync", "")
 		objects := fs.Int("objects", 0, "")
+		watchList := fs.Bool("watchlist", false, "")
 		n := fs.Int("n", 0, "")
 		_ = fs.Parse(os.Args[2:])
-		if err := runSubject(*kubeconfig, *lib, *kind, *ns, *scenario, *objects, *n); err != nil {
+		if err := runSubject(*kubeconfig, *lib, *kind, *ns, *scenario, *objects, *n, *watchList); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -69,6 +74,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds; the table gives medians")
 	only := flag.String("only", "", "comma-separated scenarios to run (crd-sync, crd-steady, pods); all when empty")
 	out := flag.String("o", "", "write the Markdown table to this file too")
+	flag.BoolVar(&typedinformerWatchList, "watchlist", false, "typedinformer's caches stream their initial lists (manager.Options.WatchList)")
 	flag.Parse()
 	if err := run(*widgets, *updates, *pods, *rounds, *only, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "realapi:", err)
@@ -153,6 +159,9 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 			row{"same: CPU to sync", rs, func(r result) float64 { return r.CPU.Seconds() * 1000 }, "ms", 0, ""})
 	}
 	table := render(rows, rounds, load, loadavg())
+	if typedinformerWatchList {
+		table += "\ntypedinformer's caches with manager.Options.WatchList.\n"
+	}
 	fmt.Print(table)
 	if out != "" {
 		return os.WriteFile(out, []byte(table), 0o644)
@@ -184,7 +193,7 @@ func runChild(kubeconfig, lib, kind, ns, scenario string, objects, n int, drive 
 	if err != nil {
 		return result{}, err
 	}
-	cmd := exec.Command(self, "subject", "-kubeconfig", kubeconfig, "-lib", lib, "-kind", kind, "-namespace", ns, "-scenario", scenario, "-objects", fmt.Sprint(objects), "-n", fmt.Sprint(n))
+	cmd := exec.Command(self, "subject", "-kubeconfig", kubeconfig, "-lib", lib, "-kind", kind, "-namespace", ns, "-scenario", scenario, "-objects", fmt.Sprint(objects), "-n", fmt.Sprint(n), fmt.Sprintf("-watchlist=%v", typedinformerWatchList))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

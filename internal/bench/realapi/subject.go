@@ -96,7 +96,7 @@ func (c *counter) add() {
 // runSubject is the child process: it syncs lib's cache of kind from the server
 // kubeconfig names, which holds objects of them; for scenario "steady" it then prints "synced" and measures until it
 // has received n modifications; it prints its result as JSON.
-func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int) error {
+func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int, watchList bool) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -107,7 +107,7 @@ func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int) erro
 		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	}
 	adds, updates := newCounter(objects), newCounter(n)
-	s, err := newSubject(cfg, lib, kind, ns, adds, updates)
+	s, err := newSubject(cfg, lib, kind, ns, manager.Options{WatchList: watchList}, adds, updates)
 	if err != nil {
 		return err
 	}
@@ -146,20 +146,20 @@ func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int) erro
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
-func newSubject(cfg *rest.Config, lib, kind, ns string, adds, updates *counter) (*subject, error) {
+func newSubject(cfg *rest.Config, lib, kind, ns string, mopts manager.Options, adds, updates *counter) (*subject, error) {
 	switch lib + "/" + kind {
 	case "typedinformer/widgets":
 		widgets, err := client.ForResource[*Widget](cfg, widgetGVR)
 		if err != nil {
 			return nil, err
 		}
-		return typedinformerSubject(manager.Namespaced[*Widget](widgets), ns, adds, updates)
+		return typedinformerSubject(manager.Namespaced[*Widget](widgets), ns, mopts, adds, updates)
 	case "typedinformer/pods":
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		return typedinformerSubject(manager.Namespaced[*corev1.Pod](cs.CoreV1().Pods), ns, adds, updates)
+		return typedinformerSubject(manager.Namespaced[*corev1.Pod](cs.CoreV1().Pods), ns, mopts, adds, updates)
 	case "controller-runtime/widgets":
 		return controllerRuntimeSubject(cfg, &Widget{}, ns, adds, updates)
 	case "controller-runtime/pods":
@@ -182,8 +182,8 @@ func newSubject(cfg *rest.Config, lib, kind, ns string, adds, updates *counter) 
 	return nil, fmt.Errorf("no subject %s/%s", lib, kind)
 }
 
-func typedinformerSubject[T event.Object, L reflect.List](src manager.Source[T, L], ns string, adds, updates *counter) (*subject, error) {
-	m := manager.New(manager.Options{})
+func typedinformerSubject[T event.Object, L reflect.List](src manager.Source[T, L], ns string, mopts manager.Options, adds, updates *counter) (*subject, error) {
+	m := manager.New(mopts)
 	c, err := manager.Acquire(m, src, manager.CacheOptions[T]{Namespaces: []string{ns}})
 	if err != nil {
 		return nil, err
