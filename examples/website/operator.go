@@ -71,6 +71,11 @@ type Options struct {
 	// WebhookServiceNamespace/WebhookServiceName (see WebhookConfigurations and
 	// Definition).
 	Webhooks *webhook.ServerOptions
+	// Websites, when set, is the Websites' client, in place of the one New makes from
+	// its *rest.Config (client.ForResource, which decodes the API server's JSON straight
+	// into a Website); a unit test gives one over a fake dynamic client
+	// (client.FromDynamicNamespaced), and New's config may then be nil.
+	Websites func(namespace string) *client.Dynamic[*Website]
 }
 
 // Operator is one replica of the Website operator: a Manager (Run runs it) and the
@@ -83,12 +88,15 @@ type Operator struct {
 }
 
 // New returns a replica of the operator that talks to the cluster through cs
-// (kubernetes.NewForConfig's) and, for Websites, through cfg. Run runs it until its
-// context ends: the caches always, the reconciler while it leads.
+// (kubernetes.NewForConfig's) and, for Websites, through cfg (or Options.Websites). Run
+// runs it until its context ends: the caches always, the reconciler while it leads.
 func New(cs kubernetes.Interface, cfg *rest.Config, opts Options) (*Operator, error) {
-	websites, err := client.ForResource[*Website](cfg, Resource) // the CRD's Go struct, decoded straight from JSON
-	if err != nil {
-		return nil, err
+	websites := opts.Websites
+	if websites == nil {
+		var err error
+		if websites, err = client.ForResource[*Website](cfg, Resource); err != nil { // the CRD's Go struct, decoded straight from JSON
+			return nil, err
+		}
 	}
 	recorder, err := write.NewRecorder(cs, Component)
 	if err != nil {

@@ -34,7 +34,7 @@ func TestWebsiteOperatorUnderPerturbation(t *testing.T) {
 func websiteScenario() (perturb.Controller, []perturb.Step) {
 	var replicas atomic.Int32
 	operator := func(ctx context.Context, env perturb.Env) error {
-		o, err := website.New(env.Clientset, env.Dynamic, website.Options{Namespace: env.Namespace, LeaderElection: leaderelection.Config{
+		o, err := website.New(env.Clientset, nil, website.Options{Namespace: env.Namespace, Websites: client.FromDynamicNamespaced[*website.Website](env.Dynamic.Resource(website.Resource)), LeaderElection: leaderelection.Config{
 			Identity:      fmt.Sprintf("replica-%d", replicas.Add(1)), // a fresh process, not the crashed one back
 			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}})
 		if err != nil {
