@@ -791,3 +791,46 @@ func TestNewRefusesFromDynamicOverANilClient(t *testing.T) {
 		t.Errorf("New = %v, want ErrNilArgument", err)
 	}
 }
+
+// k8s.io/utils' FakeClock runs a timer's function while it holds its own lock, and the
+// Loop stops a key's scheduled requeue while it holds its own, when the key is queued
+// again. The clock stepping onto the requeue while an event queues the key must neither
+// deadlock the Loop nor lose a reconcile.
+func TestAFakeClockFiringARequeueThatAnEventCancelsDoesNotDeadlock(t *testing.T) {
+	src := fake.New[obj, list](cm("a", "1"))
+	c := testctl.New(t, src, controller.Options[obj]{})
+	clk := testingclock.NewFakeClock(time.Now())
+	// The clock's first timer due at the requeue's time holds the clock's lock until
+	// released, so that the event below stops the requeue's timer while the clock fires.
+	release := make(chan struct{})
+	clk.AfterFunc(time.Second, func() { <-release })
+	var reconciles atomic.Int64
+	l, err := typed.NewLoop(c, typed.ReconcilerFunc[obj](func(context.Context, typed.Request[obj]) (typed.Result, error) {
+		if reconciles.Add(1) == 1 {
+			return typed.Result{RequeueAfter: time.Second}, nil
+		}
+		return typed.Result{}, nil
+	}), typed.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(context.Background(), t, src, c, l)
+	eventually(t, "the requeue is scheduled", func() bool { return l.ScheduledRetries() == 1 })
+	stepped := make(chan struct{})
+	go func() {
+		defer close(stepped)
+		clk.Step(time.Second) // fires the blocking timer, then the requeue's
+	}()
+	time.Sleep(100 * time.Millisecond)                  // let the step reach the blocking timer
+	if _, err := src.Update(cm("a", "2")); err != nil { // queues the key: the Loop stops its requeue
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // let the Loop reach the timer's Stop, blocked on the clock
+	close(release)
+	select {
+	case <-stepped:
+	case <-time.After(testTimeout):
+		t.Fatal("the clock's step never ended: the Loop and the clock deadlocked")
+	}
+	eventually(t, "the key reconciled again", func() bool { return reconciles.Load() >= 2 })
+}

@@ -598,7 +598,7 @@ func (l *Loop[T]) retryAfter(run *loopRun[T], key string, p priority, d time.Dur
 	}
 	run.timers.Add(1)
 	var t clock.Timer
-	t = l.opts.Clock.AfterFunc(d, func() {
+	t = l.afterFunc(d, func() {
 		defer run.timers.Done()
 		l.mu.Lock()
 		current := run.retries[key] == t
@@ -623,6 +623,14 @@ func (l *Loop[T]) cancelRetryLocked(run *loopRun[T], key string) {
 		}
 		delete(run.retries, key)
 	}
+}
+
+// afterFunc runs f once d has passed on the Loop's clock, in a goroutine of its own.
+// k8s.io/utils' FakeClock runs its timers' functions while holding its lock, and the
+// Loop stops timers while holding l.mu, which those functions take: run by the clock
+// itself, f and a Stop would wait for each other for ever.
+func (l *Loop[T]) afterFunc(d time.Duration, f func()) clock.Timer {
+	return l.opts.Clock.AfterFunc(d, func() { go f() })
 }
 
 // next reconciles one key; it returns false once the queue has shut down.

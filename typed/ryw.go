@@ -335,8 +335,7 @@ func (l *Loop[T]) park(run *loopRun[T], key string, p priority) bool {
 // Called with l.mu held.
 func (l *Loop[T]) boundLocked(run *loopRun[T], key string, pw *pendingWrites, d time.Duration) {
 	run.timers.Add(1)
-	pw.bound = l.opts.Clock.AfterFunc(d, func() {
-		// A fake clock runs this with its lock held: no call of the clock from here.
+	pw.bound = l.afterFunc(d, func() {
 		defer run.timers.Done()
 		l.mu.Lock()
 		if l.run != run || run.writes[key] != pw || !pw.parked {
