@@ -38,7 +38,7 @@ const ns = "default"
 func parentsOf(owns bool, preds []predicate.Predicate[*corev1.ConfigMap], r func(children *manager.Cache[*corev1.Secret], env perturb.Env) typed.ReconcilerFunc[*corev1.ConfigMap]) perturb.Controller {
 	return func(ctx context.Context, env perturb.Env) error {
 		m := manager.New(manager.Options{})
-		b := manager.For(m, manager.Namespaced[*corev1.ConfigMap](env.Clientset.CoreV1().ConfigMaps), manager.CacheOptions[*corev1.ConfigMap]{Namespaces: []string{ns}}).
+		b := manager.For(m, manager.Namespaced[*corev1.ConfigMap](env.Clientset.CoreV1().ConfigMaps), manager.CacheOptions[*corev1.ConfigMap]{Namespaces: []string{env.Namespace}}).
 			WithKind(corev1.SchemeGroupVersion.WithKind("ConfigMap")).WithPredicates(preds...).WithOptions(typed.Options{Clock: env.Clock})
 		var children *manager.Cache[*corev1.Secret]
 		if owns {
@@ -124,10 +124,10 @@ func recordsRestarts() perturb.Controller {
 // setPhase is a step that sets the parent's phase, creating it first if need be.
 func setPhase(phase string) perturb.Step {
 	return perturb.Step{Name: "phase " + phase, Do: func(ctx context.Context, env perturb.Env) error {
-		cms := env.Clientset.CoreV1().ConfigMaps(ns)
+		cms := env.Clientset.CoreV1().ConfigMaps(env.Namespace)
 		p, err := cms.Get(ctx, "web", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Data: map[string]string{"phase": phase}}, metav1.CreateOptions{})
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: "web"}, Data: map[string]string{"phase": phase}}, metav1.CreateOptions{})
 			return err
 		}
 		if err != nil {

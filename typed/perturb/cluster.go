@@ -75,6 +75,12 @@ type window struct {
 	deadline time.Time
 }
 
+// over says whether a window has seen its changes (counted from its first, the
+// write that opened it included).
+func (w *window) over(changes int) bool {
+	return changes > w.events
+}
+
 func newCluster(clk clock.PassiveClock, kinds map[schema.GroupVersionResource]schema.GroupVersionKind) *cluster {
 	c := &cluster{clock: clk, kinds: kinds, res: map[schema.GroupVersionResource]*resource{}}
 	c.changed = sync.NewCond(&c.mu)
@@ -119,7 +125,7 @@ func (c *cluster) record(gvr schema.GroupVersionResource, typ watch.EventType, o
 	r.rv++
 	obj.SetResourceVersion(strconv.FormatInt(r.rv, 10))
 	r.history = append(r.history, change{typ: typ, obj: obj.DeepCopy(), prev: prev, rv: r.rv})
-	if w := r.window; w != nil && len(r.history)-w.from > w.events {
+	if w := r.window; w != nil && w.over(len(r.history)-w.from) {
 		c.closeWindowLocked(gvr, r)
 	}
 	c.changed.Broadcast()

@@ -57,10 +57,15 @@
 // It serves neither server-side apply, watch-list, admission, defaulting nor garbage
 // collection; a controller that needs them is to be tested against typed/testenv.
 //
-// Options.Server runs the crashes (only they: the reads of a real server are not the
-// harness's to perturb) on a real API server instead, such as typed/testenv's, each run
-// in a namespace of its own (Env.Namespace), the process's requests counted and cut at
-// its transport. A run there costs seconds (a real Lease expiry, a longer Quiet); in
+// Options.Server runs the runs on a real API server instead, such as typed/testenv's,
+// each in a namespace of its own (Env.Namespace), the process's requests counted and cut
+// at its transport. Its reads are perturbed there too: the bodies of the process's
+// watches (asked for in JSON) pass through a gate that, while a window of the same rule
+// is open (a few changes made through the run's clients, or Options.Window), holds
+// their events back (a lag, bookmarks held with them so that they never report what
+// was not delivered) or drops them and, when it closes, ends the watch with a 410 Gone
+// event (a disconnection), so its cache relists; lists and gets stay the server's
+// consistent reads. A run there costs seconds (a real Lease expiry, a longer Quiet); in
 // memory it takes a few hundred milliseconds, so the whole perturbation matrix of a
 // scenario fits in a unit test.
 package perturb

@@ -13,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"github.com/typedinformer/typedinformer/typed/crd"
 	"github.com/typedinformer/typedinformer/typed/perturb"
@@ -50,14 +48,6 @@ func TestRefusesBadInput(t *testing.T) {
 		},
 		"a negative budget": func() error {
 			_, err := perturb.Check(logged(t), idle, steps, perturb.Options{Budget: -time.Second})
-			return err
-		},
-		"stale reads on a Server": func() error {
-			_, err := perturb.Check(t.Context(), idle, steps, perturb.Options{Server: &rest.Config{}, Classes: []perturb.Class{perturb.Stale}})
-			return err
-		},
-		"the replay of a disconnection on a Server": func() error {
-			_, err := perturb.Check(t.Context(), idle, steps, perturb.Options{Server: &rest.Config{}, Replay: ptr.To[uint64](2)})
 			return err
 		},
 		"a nil Definition": func() error {

@@ -130,9 +130,9 @@ type Options struct {
 	// Server, when set, runs every run on that API server (typed/testenv's
 	// AdminConfig) instead of in memory, each in a namespace of its own (Env.Namespace,
 	// left behind: without kube-controller-manager nothing would empty it), comparing
-	// the resources written in it. Only Crash runs there: the reads of a real server
-	// are not the harness's to perturb. Definitions are not needed (install the CRDs
-	// with the server); a run costs a real Lease expiry after each crash, and Quiet
+	// the resources written in it. Every class runs there, the reads perturbed at the
+	// process's transport (see the package doc). Definitions are not needed (install
+	// the CRDs with the server); a run costs a real Lease expiry after each crash, and Quiet
 	// must cover what the server takes to answer (a new leader's consistent read waits
 	// about a second for kube-apiserver's bookmark, longer when one does not come):
 	// the Website's test takes 3s. Writes a crashed process had in flight still land.
@@ -294,22 +294,15 @@ func newHarness(ctrl Controller, steps []Step, opts Options) (*harness, error) {
 		}
 	}
 	for _, c := range opts.Classes {
-		if c < Crash || c > Unobserved || opts.Server != nil && c != Crash {
-			return nil, fmt.Errorf("%w: %v (on a Server only Crash runs)", ErrInvalid, c)
+		if c < Crash || c > Unobserved {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, c)
 		}
 	}
 	if opts.Runs < 0 || opts.Budget < 0 || opts.Quiet < 0 || opts.Window < 0 || opts.StepTimeout < 0 {
 		return nil, fmt.Errorf("%w: a negative Runs, Budget, Quiet, Window or StepTimeout", ErrInvalid)
 	}
-	switch {
-	case len(opts.Classes) > 0:
-	case opts.Server != nil:
-		opts.Classes = []Class{Crash}
-	default:
+	if len(opts.Classes) == 0 {
 		opts.Classes = []Class{Crash, Stale, Unobserved}
-	}
-	if opts.Server != nil && opts.Replay != nil && Class(*opts.Replay%3) != Crash {
-		return nil, fmt.Errorf("%w: seed %d is not a crash's; on a Server only Crash runs", ErrInvalid, *opts.Replay)
 	}
 	opts.Runs = cmp.Or(opts.Runs, 60)
 	opts.Budget = cmp.Or(opts.Budget, 2*time.Minute)
@@ -462,6 +455,10 @@ type run struct {
 	proc       *process
 	restarting bool
 	crash      chan struct{}
+	// win is the read perturbation under way on a Server, winCh closed (and replaced)
+	// when it opens or closes.
+	win   *serverWindow
+	winCh chan struct{}
 }
 
 // process is one process of the controller.
@@ -484,7 +481,7 @@ func (p *process) starting() bool {
 
 func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
 	r := &run{h: h, p: p, clock: clocktesting.NewFakeClock(h.opts.Start), last: time.Now(),
-		watched: map[schema.GroupVersionResource]bool{}, crash: make(chan struct{}, 1)}
+		watched: map[schema.GroupVersionResource]bool{}, crash: make(chan struct{}, 1), winCh: make(chan struct{})}
 	if h.opts.Server != nil {
 		if err := r.onServer(ctx); err != nil {
 			return nil, err
@@ -511,7 +508,13 @@ func (h *harness) run(ctx context.Context, p *Perturbation) (*outcome, error) {
 	scenario := r.env(-1)
 	for i, s := range h.steps {
 		if p != nil && p.Class == Unobserved && p.Step == i {
-			r.c.openWindow(p.Resource, true, false, p.Events, h.opts.Window)
+			if r.c != nil {
+				r.c.openWindow(p.Resource, true, false, p.Events, h.opts.Window)
+			} else {
+				r.mu.Lock()
+				r.openServerWindow(p.Resource, true, false, p.Events)
+				r.mu.Unlock()
+			}
 		}
 		if err := s.Do(ctx, scenario); err != nil {
 			return nil, errors.Join(fmt.Errorf("step %d (%s): %w", i, s.Name, err), stop())
@@ -620,7 +623,7 @@ func (r *run) supervise(ctx context.Context) error {
 // expire closes the windows past their deadline and reports whether any is still open.
 func (r *run) expire() (open bool) {
 	if r.c == nil {
-		return false // a server's reads are not perturbed
+		return r.expireServerWindow()
 	}
 	open, closed := r.c.expireWindows()
 	if closed {
@@ -744,6 +747,9 @@ func (r *run) wrote(id int, verb string, gvr schema.GroupVersionResource, desc f
 		r.fired = true
 		r.proc.dead, r.restarting = true, true
 		r.crash <- struct{}{}
+	case p.Class == Stale && r.c == nil:
+		r.fired = true
+		r.openServerWindow(p.Resource, false, gvr == p.Resource, p.Events)
 	case p.Class == Stale:
 		r.fired = true
 		r.c.openWindow(p.Resource, false, gvr == p.Resource, p.Events, r.h.opts.Window)

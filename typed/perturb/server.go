@@ -83,10 +83,16 @@ func (t *tap) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	gvr, ns, name, sub, ok := parsePath(req.URL.Path)
 	verb := map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete"}[req.Method]
-	if ok && t.id >= 0 && req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true" {
+	watching := ok && t.id >= 0 && req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true"
+	if watching {
 		t.r.watching(t.id, gvr)
+		req = watchJSON(req)
 	}
 	resp, err := t.next.RoundTrip(req)
+	if watching && err == nil && resp.StatusCode == http.StatusOK {
+		resp.Body = t.r.gate(gvr, resp.Body)
+		return resp, nil
+	}
 	if err != nil || !ok || verb == "" || resp.StatusCode >= 300 {
 		return resp, err
 	}
@@ -94,6 +100,7 @@ func (t *tap) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ns == t.r.ns && !ignored(gvr) {
 		t.r.touched[gvr] = true
 	}
+	t.r.countServerChange(gvr)
 	t.r.mu.Unlock()
 	t.r.changed(gvr)
 	if t.id >= 0 {
