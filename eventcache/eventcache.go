@@ -107,8 +107,7 @@ func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *
 	}
 	c.backlog = queue.NewBacklog(queue.BacklogOptions[T]{
 		Compression: opts.Compression,
-		Known:       func(key string, _ event.Event[T]) bool { return known.has(key) },
-		Key:         c.key,
+		Index:       entryIndex[T]{known},
 		OnSynced:    opts.OnSynced,
 		Depth:       opts.Depth,
 		OnApplied:   c.appliedChanged,
@@ -150,22 +149,6 @@ func guardKeyFunc[T event.Object](f event.KeyFunc[T]) event.KeyFunc[T] {
 		}()
 		return f(obj)
 	}
-}
-
-// key returns the key event.ObjectKey gives obj, which Add has checked has one. A
-// namespaced object that is known gets the key string the store holds rather than a new
-// one, so that a change to a known object allocates no key.
-func (c *EventQueueCollection[T]) key(obj T) string {
-	ns, name := obj.GetNamespace(), obj.GetName()
-	if ns == "" {
-		return name
-	}
-	var buf [128]byte
-	b := append(append(append(buf[:0], ns...), '/'), name...)
-	if key, ok := c.known.internKey(b); ok {
-		return key
-	}
-	return string(b)
 }
 
 // Replace records a list, atomically: a synchronization addition for every listed

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/queue"
 )
 
 // IndexFunc returns the values under which obj is found in one secondary index. It must
@@ -34,24 +35,22 @@ const NamespaceIndex = "namespace"
 // the mutation detector (Writer.DetectMutations, controller.Options.DetectMutations).
 type Store[T event.Object] struct {
 	mu sync.RWMutex
-	// items holds each object in an item of its own, so that an update changes the item
-	// rather than the map, and the key string is found again from a key's bytes (see
-	// internKey).
-	items    map[string]*item[T]
+	// items holds one entry per key, which holds the key's object when the key is known
+	// (queue.Entry.Object) and, for an EventQueueCollection reading this store, the key's
+	// pending events: an event costs the pipeline one lookup of its key (see entryIndex).
+	// An update changes the entry rather than the map. Entries of keys that are pending
+	// and not known are in items too; known counts the others, which are what readers see.
+	items    map[string]*queue.Entry[T]
+	known    int
 	indexers Indexers[T]
-	// indices maps index name -> indexed value -> key -> item, so that a lookup by index
-	// reads the objects without going through items.
-	indices map[string]map[string]map[string]*item[T]
+	// indices maps index name -> indexed value -> key -> entry, so that a lookup by index
+	// reads the objects without going through items. Only known entries are indexed.
+	indices map[string]map[string]map[string]*queue.Entry[T]
 	// nsSizes, set by reserve, sizes each namespace's key set of the namespace index when
 	// it is created, so that the first list does not rehash the sets as they fill.
 	nsSizes map[string]int
 	// mut is the mutation detector's state, when it is on (see DetectMutations).
 	mut *detector[T]
-}
-
-type item[T event.Object] struct {
-	key string
-	obj T
 }
 
 // Writer is the single writing handle of a Store. The ResourceTrackingConsumer holds it;
@@ -64,16 +63,16 @@ type Writer[T event.Object] struct {
 // extra indexes.
 func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 	s := &Store[T]{
-		items:    make(map[string]*item[T]),
+		items:    make(map[string]*queue.Entry[T]),
 		indexers: Indexers[T]{},
-		indices:  map[string]map[string]map[string]*item[T]{NamespaceIndex: {}},
+		indices:  map[string]map[string]map[string]*queue.Entry[T]{NamespaceIndex: {}},
 	}
 	for name, fn := range indexers {
 		if name == NamespaceIndex {
 			continue // built in, and kept without calling an IndexFunc
 		}
 		s.indexers[name] = guardIndexFunc(fn)
-		s.indices[name] = make(map[string]map[string]*item[T])
+		s.indices[name] = make(map[string]map[string]*queue.Entry[T])
 	}
 	return &Writer[T]{s: s}
 }
@@ -119,15 +118,19 @@ func (w *Writer[T]) AddIndexers(indexers Indexers[T]) error {
 	var errs []error
 	for name, fn := range indexers {
 		fn := guardIndexFunc(fn)
-		idx := make(map[string]map[string]*item[T])
-		for key, it := range s.items {
-			values, err := fn(it.obj)
+		idx := make(map[string]map[string]*queue.Entry[T])
+		for key, en := range s.items {
+			obj, ok := en.Object()
+			if !ok {
+				continue
+			}
+			values, err := fn(obj)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("index %q of %q: %w", name, key, err))
 				continue
 			}
 			for _, v := range values {
-				addItem(idx, v, it)
+				addItem(idx, v, en)
 			}
 		}
 		s.indexers[name], s.indices[name] = fn, idx
@@ -149,17 +152,21 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	it, existed := s.items[key]
-	if existed {
-		prior = it.obj
-		if onlyNewer && event.NotNewer(prior, obj) {
-			return prior, true, true, nil
-		}
-		it.obj = obj
-	} else {
-		it = &item[T]{key: key, obj: obj}
+	it := s.items[key]
+	if it != nil {
+		prior, existed = it.Object()
+	}
+	if existed && onlyNewer && event.NotNewer(prior, obj) {
+		return prior, true, true, nil
+	}
+	if it == nil {
+		it = queue.NewEntry[T](key)
 		s.items[key] = it
 	}
+	if !existed {
+		s.known++
+	}
+	it.SetObject(obj)
 	if s.mut != nil {
 		s.mut.keep(key, prior, existed, obj)
 	}
@@ -171,7 +178,7 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 			removeKey(idx, prior.GetNamespace(), key)
 		}
 		if idx[ns] == nil && s.nsSizes != nil {
-			idx[ns] = make(map[string]*item[T], s.nsSizes[ns])
+			idx[ns] = make(map[string]*queue.Entry[T], s.nsSizes[ns])
 			if delete(s.nsSizes, ns); len(s.nsSizes) == 0 {
 				s.nsSizes = nil
 			}
@@ -207,12 +214,18 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	it, existed := s.items[key]
-	if !existed {
+	it := s.items[key]
+	if it == nil {
 		return prior, false
 	}
-	prior = it.obj
-	delete(s.items, key)
+	if prior, existed = it.Object(); !existed {
+		return prior, false
+	}
+	it.ClearObject()
+	s.known--
+	if !it.Pending() {
+		delete(s.items, key) // a pending entry stays for its events (see release)
+	}
 	if s.mut != nil {
 		s.mut.drop(key, prior)
 	}
@@ -226,16 +239,16 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 	return prior, true
 }
 
-func addItem[T event.Object](idx map[string]map[string]*item[T], value string, it *item[T]) {
+func addItem[T event.Object](idx map[string]map[string]*queue.Entry[T], value string, en *queue.Entry[T]) {
 	set := idx[value]
 	if set == nil {
-		set = make(map[string]*item[T])
+		set = make(map[string]*queue.Entry[T])
 		idx[value] = set
 	}
-	set[it.key] = it
+	set[en.Key()] = en
 }
 
-func removeKey[T event.Object](idx map[string]map[string]*item[T], value, key string) {
+func removeKey[T event.Object](idx map[string]map[string]*queue.Entry[T], value, key string) {
 	set := idx[value]
 	delete(set, key)
 	if len(set) == 0 {
@@ -259,8 +272,8 @@ func sameValues(a, b []string) bool {
 func (s *Store[T]) Get(key string) (T, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if it, ok := s.items[key]; ok {
-		return it.obj, true
+	if en := s.items[key]; en != nil {
+		return en.Object()
 	}
 	var zero T
 	return zero, false
@@ -279,16 +292,18 @@ func (s *Store[T]) GetByName(namespace, name string) (T, bool) {
 func (s *Store[T]) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.items)
+	return s.known
 }
 
 // List returns every object, in no particular order.
 func (s *Store[T]) List() []T {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]T, 0, len(s.items))
-	for _, it := range s.items {
-		out = append(out, it.obj)
+	out := make([]T, 0, s.known)
+	for _, en := range s.items {
+		if obj, ok := en.Object(); ok {
+			out = append(out, obj)
+		}
 	}
 	return out
 }
@@ -296,9 +311,11 @@ func (s *Store[T]) List() []T {
 // Keys returns every key, sorted.
 func (s *Store[T]) Keys() []string {
 	s.mu.RLock()
-	keys := make([]string, 0, len(s.items))
-	for k := range s.items {
-		keys = append(keys, k)
+	keys := make([]string, 0, s.known)
+	for k, en := range s.items {
+		if _, ok := en.Object(); ok {
+			keys = append(keys, k)
+		}
 	}
 	s.mu.RUnlock()
 	sort.Strings(keys)
@@ -316,8 +333,9 @@ func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
 	}
 	set := idx[value]
 	out := make([]T, 0, len(set))
-	for _, it := range set {
-		out = append(out, it.obj)
+	for _, en := range set {
+		obj, _ := en.Object() // indexed entries are known
+		out = append(out, obj)
 	}
 	return out, nil
 }
@@ -365,27 +383,20 @@ func (s *Store[T]) reserve(objects []T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.items) == 0 && len(objects) > 0 {
-		s.items = make(map[string]*item[T], len(objects))
+		s.items = make(map[string]*queue.Entry[T], len(objects))
 		s.nsSizes = sizes
 	}
 }
 
 func (s *Store[T]) has(key string) bool {
 	s.mu.RLock()
-	_, ok := s.items[key]
+	en := s.items[key]
 	s.mu.RUnlock()
-	return ok
-}
-
-// internKey returns the stored key spelled by b, so that a caller that builds keys in a
-// buffer allocates a key string only for keys the store does not hold.
-func (s *Store[T]) internKey(b []byte) (string, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if it, ok := s.items[string(b)]; ok {
-		return it.key, true
+	if en == nil {
+		return false
 	}
-	return "", false
+	_, ok := en.Object()
+	return ok
 }
 
 // Range calls fn for every key and object, in no particular order, until fn returns
@@ -393,8 +404,8 @@ func (s *Store[T]) internKey(b []byte) (string, bool) {
 func (s *Store[T]) Range(fn func(key string, obj T) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for k, it := range s.items {
-		if !fn(k, it.obj) {
+	for k, en := range s.items {
+		if obj, ok := en.Object(); ok && !fn(k, obj) {
 			return
 		}
 	}

@@ -57,6 +57,12 @@ type BacklogOptions[T event.Object] struct {
 	// where the event cache builds its default keys (see the package doc). Pushers that
 	// always set the key need none.
 	Key func(obj T) string
+	// Index, when set, holds the backlog's entries: its owner keeps one entry per key for
+	// the pending events and its own object for the key (see Index), where the backlog
+	// would otherwise keep a map of its own, so that an event costs one lookup of its key.
+	// The event cache keeps the known objects there. With an Index, Known and Key are not
+	// used.
+	Index Index[T]
 	// OnSynced, when set, is called once, with nothing locked, when the backlog has
 	// synced (see Backlog.HasSynced). It runs on the goroutine that made it so, before
 	// that goroutine consumes anything more.
@@ -141,6 +147,9 @@ func NewBacklog[T event.Object](opts BacklogOptions[T]) *Backlog[T] {
 		opts.Known = knownFromFirstEvent[T]
 	}
 	b := &Backlog[T]{fifo: newFIFO(opts.Compression, opts.Known), opts: opts}
+	if opts.Index != nil {
+		b.fifo = newIndexedFIFO(opts.Compression, opts.Index)
+	}
 	b.cond.L = &b.mu
 	b.idle.L = &b.mu
 	return b
@@ -204,11 +213,24 @@ func (b *Backlog[T]) sort() {
 	}
 	track := b.opts.OnApplied != nil
 	var zero T
+	index := b.opts.Index
 	for i, e := range in {
-		if e.Key == "" {
+		switch {
+		case index != nil:
+			var en *Entry[T]
+			if e.Key == "" {
+				en = index.EntryOf(e.Object)
+			} else {
+				en = index.Entry(e.Key)
+			}
+			e.Key = en.key
+			b.fifo.PushEntry(en, e, i < marked)
+		case e.Key == "":
 			e.Key = b.opts.Key(e.Object)
+			fallthrough
+		default:
+			b.fifo.Push(e.Key, e, i < marked)
 		}
-		b.fifo.Push(e.Key, e, i < marked)
 		if track && !e.Sync && e.Object != zero {
 			// After the push: the key became pending before its own event counts as sorted.
 			b.fifo.rv = max(b.fifo.rv, b.parseRV(e.Object.GetResourceVersion()))
@@ -497,6 +519,9 @@ func (b *Backlog[T]) consumeBatch(consumer Consumer[T], maxKeys int) int {
 	var errs []error
 	if n > 0 {
 		out, errs = consumer.Apply(batch)
+		if b.opts.Index != nil {
+			b.fifo.releaseRetiring()
+		}
 		b.fifoChanged()
 	}
 	b.fifoMu.Unlock()
