@@ -108,6 +108,7 @@ func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *
 	c.backlog = queue.NewBacklog(queue.BacklogOptions[T]{
 		Compression: opts.Compression,
 		Index:       entryIndex[T]{known},
+		SortInDrain: true, // the reflector pushes: it gets back to the watch at once
 		OnSynced:    opts.OnSynced,
 		Depth:       opts.Depth,
 		OnApplied:   c.appliedChanged,
@@ -267,6 +268,9 @@ func (c *EventQueueCollection[T]) Synchronize() error {
 // ResourceTrackingConsumer. Drain returns when ctx is done (with ctx.Err()) or the
 // collection is closed (with queue.ErrClosed). Only one Drain may run at a time.
 func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer queue.Consumer[T]) error {
+	if rtc, ok := consumer.(*ResourceTrackingConsumer[T]); ok && rtc.w.s == c.known {
+		consumer = entryConsumer[T]{rtc} // it writes the entries the backlog finds
+	}
 	return c.backlog.Drain(ctx, consumer)
 }
 

@@ -142,17 +142,20 @@ func (w *Writer[T]) AddIndexers(indexers Indexers[T]) error {
 // always stored; an error means that one of the index functions failed, and obj is then
 // missing from that index only.
 func (w *Writer[T]) Set(key string, obj T) (prior T, existed bool, err error) {
-	prior, existed, _, err = w.set(key, obj, false)
+	prior, existed, _, err = w.set(nil, key, obj, false)
 	return prior, existed, err
 }
 
 // set is Set; with onlyNewer it leaves the store alone, and reports stale, when obj is not
-// newer than the stored object (see event.NotNewer), with a single map lookup.
-func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, stale bool, err error) {
+// newer than the stored object (see event.NotNewer). it is key's entry when the caller
+// has it (the consumer, from its backlog: see entryConsumer), which saves the lookup.
+func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (prior T, existed, stale bool, err error) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	it := s.items[key]
+	if it == nil {
+		it = s.items[key]
+	}
 	if it != nil {
 		prior, existed = it.Object()
 	}
@@ -210,11 +213,20 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 }
 
 // Delete removes key and returns the object it held, if any.
-func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
+func (w *Writer[T]) Delete(key string) (prior T, existed bool) { return w.delete(nil, key) }
+
+// delete is Delete. it is key's entry when the caller has it from its backlog, which
+// saves the lookup: the backlog then releases the entry once the batch is applied (see
+// entryIndex.Release), so that an addition after the deletion, in the same batch, finds
+// it again.
+func (w *Writer[T]) delete(it *queue.Entry[T], key string) (prior T, existed bool) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	it := s.items[key]
+	release := it == nil
+	if release {
+		it = s.items[key]
+	}
 	if it == nil {
 		return prior, false
 	}
@@ -223,8 +235,8 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 	}
 	it.ClearObject()
 	s.known--
-	if !it.Pending() {
-		delete(s.items, key) // a pending entry stays for its events (see release)
+	if release && !it.Pending() {
+		delete(s.items, key) // a pending entry stays for its events (see entryIndex.Release)
 	}
 	if s.mut != nil {
 		s.mut.drop(key, prior)
