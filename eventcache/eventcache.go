@@ -268,10 +268,17 @@ func (c *EventQueueCollection[T]) Synchronize() error {
 // ResourceTrackingConsumer. Drain returns when ctx is done (with ctx.Err()) or the
 // collection is closed (with queue.ErrClosed). Only one Drain may run at a time.
 func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer queue.Consumer[T]) error {
+	return c.backlog.Drain(ctx, c.byEntry(consumer))
+}
+
+// byEntry returns consumer, or, for a ResourceTrackingConsumer that writes the
+// collection's own store, the same consumer applying each batch to the entries the
+// backlog found for it (entryConsumer), which saves a lookup per event.
+func (c *EventQueueCollection[T]) byEntry(consumer queue.Consumer[T]) queue.Consumer[T] {
 	if rtc, ok := consumer.(*ResourceTrackingConsumer[T]); ok && rtc.w.s == c.known {
-		consumer = entryConsumer[T]{rtc} // it writes the entries the backlog finds
+		return entryConsumer[T]{rtc}
 	}
-	return c.backlog.Drain(ctx, consumer)
+	return consumer
 }
 
 // Between calls fn between two batches of keys: after every event applied to the known
