@@ -271,3 +271,51 @@ func TestEntriesWithABlockedConsumer(t *testing.T) {
 	}
 	checkEntries(t, w.Store())
 }
+
+// TestEntryNotesFollowTheObject checks the notes an entry keeps on its object, which
+// spare reading the prior object: an object that moves to another namespace under the
+// same key leaves the old namespace's index, the namespaces' spellings go once their last
+// object does, and staleness is judged by the noted resource version where both are
+// integers and by the objects' own otherwise.
+func TestEntryNotesFollowTheObject(t *testing.T) {
+	w := NewWriter[obj](nil)
+	s := w.Store()
+	moved := cm("x", "1")
+	w.Set("key", moved)
+	other := moved.DeepCopy()
+	other.Namespace, other.ResourceVersion = "elsewhere", "2"
+	w.Set("key", other)
+	if got := s.InNamespace("ns"); len(got) != 0 {
+		t.Errorf("InNamespace(ns) = %v after the object moved", got)
+	}
+	if got := s.InNamespace("elsewhere"); len(got) != 1 || got[0] != other {
+		t.Errorf("InNamespace(elsewhere) = %v, want the moved object", got)
+	}
+	if values, _ := s.IndexValues(NamespaceIndex); !cmp.Equal(values, []string{"elsewhere"}) {
+		t.Errorf("namespaces %v, want [elsewhere]", values)
+	}
+	for _, tc := range []struct {
+		held, next string
+		stale      bool
+	}{
+		{"2", "2", true},
+		{"2", "1", true},
+		{"2", "10", false},
+		{"2", "opaque", false}, // not comparable: newer
+		{"opaque", "3", false},
+		{"3", "4", false},
+	} {
+		held := cm("y", tc.held)
+		w.Set("y", held)
+		_, _, stale, _ := w.set(nil, "y", cm("y", tc.next), true)
+		if stale != tc.stale {
+			t.Errorf("holding %s, %s: stale = %v, want %v", tc.held, tc.next, stale, tc.stale)
+		}
+	}
+	w.Delete("key")
+	w.Delete("y")
+	if len(s.nsNames) != 0 || s.Len() != 0 {
+		t.Errorf("after every object is deleted the store spells namespaces %v and holds %d", s.nsNames, s.Len())
+	}
+	checkEntries(t, s)
+}

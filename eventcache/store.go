@@ -46,6 +46,9 @@ type Store[T event.Object] struct {
 	// indices maps index name -> indexed value -> key -> entry, so that a lookup by index
 	// reads the objects without going through items. Only known entries are indexed.
 	indices map[string]map[string]map[string]*queue.Entry[T]
+	// nsNames spells each namespace of the namespace index once: entries note it (see
+	// set).
+	nsNames map[string]string
 	// nsSizes, set by reserve, sizes each namespace's key set of the namespace index when
 	// it is created, so that the first list does not rehash the sets as they fill.
 	nsSizes map[string]int
@@ -64,6 +67,7 @@ type Writer[T event.Object] struct {
 func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 	s := &Store[T]{
 		items:    make(map[string]*queue.Entry[T]),
+		nsNames:  map[string]string{},
 		indexers: Indexers[T]{},
 		indices:  map[string]map[string]map[string]*queue.Entry[T]{NamespaceIndex: {}},
 	}
@@ -159,8 +163,12 @@ func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (
 	if it != nil {
 		prior, existed = it.Object()
 	}
-	if existed && onlyNewer && event.NotNewer(prior, obj) {
-		return prior, true, true, nil
+	version, canonical := event.Version(obj.GetResourceVersion())
+	if existed && onlyNewer {
+		// The entry's note spares reading the prior object (see queue.Entry.SetObject).
+		if pv := it.Version(); pv != 0 && canonical && version <= pv || (pv == 0 || !canonical) && event.NotNewer(prior, obj) {
+			return prior, true, true, nil
+		}
 	}
 	if it == nil {
 		it = queue.NewEntry[T](key)
@@ -169,24 +177,28 @@ func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (
 	if !existed {
 		s.known++
 	}
-	it.SetObject(obj)
 	if s.mut != nil {
 		s.mut.keep(key, prior, existed, obj)
 	}
 	// The namespace index is maintained inline: it is on every store, and an IndexFunc
-	// call would allocate two slices per update.
-	if ns := obj.GetNamespace(); !existed || prior.GetNamespace() != ns {
-		idx := s.indices[NamespaceIndex]
+	// call would allocate two slices per update. The entry notes the namespace as the
+	// index's key spells it, so an update in the same namespace reads neither the prior
+	// object nor a new string's bytes but the shared one's.
+	ns := obj.GetNamespace()
+	if priorNS := it.Namespace(); !existed || priorNS != ns {
 		if existed {
-			removeKey(idx, prior.GetNamespace(), key)
+			s.removeFromNamespace(priorNS, key)
 		}
-		if idx[ns] == nil && s.nsSizes != nil {
-			idx[ns] = make(map[string]*queue.Entry[T], s.nsSizes[ns])
-			if delete(s.nsSizes, ns); len(s.nsSizes) == 0 {
-				s.nsSizes = nil
-			}
-		}
-		addItem(idx, ns, it)
+		ns = s.addToNamespace(ns, it)
+	} else {
+		ns = priorNS
+	}
+	if !canonical {
+		version = 0
+	}
+	it.SetObject(obj, ns, version)
+	if len(s.indexers) == 0 {
+		return prior, existed, false, err
 	}
 	for name, fn := range s.indexers {
 		var old []string
@@ -233,6 +245,7 @@ func (w *Writer[T]) delete(it *queue.Entry[T], key string) (prior T, existed boo
 	if prior, existed = it.Object(); !existed {
 		return prior, false
 	}
+	s.removeFromNamespace(it.Namespace(), key)
 	it.ClearObject()
 	s.known--
 	if release && !it.Pending() {
@@ -241,7 +254,6 @@ func (w *Writer[T]) delete(it *queue.Entry[T], key string) (prior T, existed boo
 	if s.mut != nil {
 		s.mut.drop(key, prior)
 	}
-	removeKey(s.indices[NamespaceIndex], prior.GetNamespace(), key)
 	for name, fn := range s.indexers {
 		old, _ := fn(prior)
 		for _, v := range old {
@@ -258,6 +270,31 @@ func addItem[T event.Object](idx map[string]map[string]*queue.Entry[T], value st
 		idx[value] = set
 	}
 	set[en.Key()] = en
+}
+
+// addToNamespace adds en to the namespace index under ns and returns the index's own
+// spelling of ns, which entries note (see set).
+func (s *Store[T]) addToNamespace(ns string, en *queue.Entry[T]) string {
+	idx := s.indices[NamespaceIndex]
+	if idx[ns] == nil {
+		if s.nsSizes != nil {
+			idx[ns] = make(map[string]*queue.Entry[T], s.nsSizes[ns])
+			if delete(s.nsSizes, ns); len(s.nsSizes) == 0 {
+				s.nsSizes = nil
+			}
+		}
+		s.nsNames[ns] = ns
+	}
+	addItem(idx, ns, en)
+	return s.nsNames[ns]
+}
+
+// removeFromNamespace removes key from the namespace index under ns.
+func (s *Store[T]) removeFromNamespace(ns, key string) {
+	idx := s.indices[NamespaceIndex]
+	if removeKey(idx, ns, key); idx[ns] == nil {
+		delete(s.nsNames, ns)
+	}
 }
 
 func removeKey[T event.Object](idx map[string]map[string]*queue.Entry[T], value, key string) {
