@@ -9,7 +9,11 @@
 // only writer. The consumer applies events while the collection's lock is held, so every
 // reader of the collection sees the known objects and the pending queues as one
 // consistent state: Synchronize can never resurrect an object whose deletion is being
-// delivered, and Replace never sees half-applied events.
+// delivered, and Replace never sees half-applied events. They share them down to the
+// entry: the Store keeps one entry per key (queue.Entry) that holds the key's known object
+// and its pending events, and is the collection's queue.Index, so an event costs the
+// drain loop one lookup of its key. Readers of the Store see known objects only; the
+// entry of a key that is pending and not known is dropped once its events are applied.
 //
 // Deviation from DESIGN 5: Replace takes a ListCompleteness. A list that is
 // IncompleteList (its source could not read some of the listed objects: an item of the
