@@ -31,13 +31,15 @@ vet:
 ## test: vet, then every test (unit, fuzz seeds, end-to-end on a real control plane) with -race,
 ## the nested modules' (NESTED) included.
 ## The whole output is kept in .cache/test.log; on failure, what failed is repeated at the
-## end, since a timeout's goroutine dump would otherwise bury the name of the test that hung.
+## end (the first two data races whole, then each failure), since a timeout's goroutine dump
+## would otherwise bury the name of the test that hung.
 test: controlplane vet
 	@mkdir -p .cache
 	{ $(GO) test -race -count=1 -timeout 30m ./...; s=$$?; \
 	  for d in $(NESTED); do (cd $$d && $(GO) test -race -count=1 -timeout 10m ./...) || s=1; done; exit $$s; } 2>&1 | tee .cache/test.log; status=$${PIPESTATUS[0]}; \
 	if [ $$status -ne 0 ]; then \
 		echo "== what failed (the whole output is in .cache/test.log) =="; \
+		awk '/^WARNING: DATA RACE/{r=1; n++} r && n <= 2 {print} r && /^==================/{r=0}' .cache/test.log | head -n 150; \
 		grep -E -A4 '^(--- FAIL|FAIL|panic: |running tests:)' .cache/test.log | head -n 150; \
 	fi; exit $$status
 
@@ -49,7 +51,7 @@ unit:
 fuzz:
 	@GO=$(GO) bash internal/tools/fuzz.sh $(FUZZTIME) \
 		./eventcache/:FuzzEventQueueCollection ./event/:FuzzObjectKey ./event/:FuzzNotNewerAgreesWithParsing \
-		./queue/:FuzzCompression ./queue/:FuzzAppliedIsALowWatermark ./reflect/:FuzzReflectorWatchEvents
+		./queue/:FuzzCompression ./queue/:FuzzIndexedFIFOMatchesMapFIFO ./queue/:FuzzAppliedIsALowWatermark ./reflect/:FuzzReflectorWatchEvents
 
 ## demo: run the example typed controller against $$KUBECONFIG, or a local control plane
 demo: $(if $(KUBECONFIG),,controlplane)

@@ -46,6 +46,21 @@ func NotNewer[T Object](prior, next T) bool {
 	return notNewer(prior.GetResourceVersion(), next.GetResourceVersion())
 }
 
+// Version returns rv as an integer when it is a canonical decimal (1 to 19 digits, no
+// leading zero), the resource versions NotNewer compares without parsing; ok is false
+// for any other. For two canonical resource versions a and b, NotNewer's answer is
+// Version(b) <= Version(a), so a caller that keeps the Version of the state it holds can
+// judge a new state without reading the old one.
+func Version(rv string) (v uint64, ok bool) {
+	if !canonical(rv) {
+		return 0, false
+	}
+	for i := 0; i < len(rv); i++ {
+		v = v*10 + uint64(rv[i]-'0')
+	}
+	return v, true
+}
+
 // notNewer compares two resource versions as NotNewer says. It runs for every event, so
 // the usual case, two canonical decimals (no sign, no leading zero, under 20 digits,
 // hence below 2^64), compares the strings by length and then bytes, without parsing.

@@ -51,5 +51,22 @@ func FuzzNotNewerAgreesWithParsing(f *testing.F) {
 		if got, want := notNewer(prior, next), notNewerByParsing(prior, next); got != want {
 			t.Errorf("notNewer(%q, %q) = %v, but parsing says %v", prior, next, got, want)
 		}
+		// Version, which the store notes to judge a new state without the old one, gives
+		// the same answer wherever it gives one, and the number parsing gives.
+		p, pok := Version(prior)
+		n, nok := Version(next)
+		if pok && nok && (n <= p) != notNewer(prior, next) {
+			t.Errorf("Version(%q) = %d, Version(%q) = %d, but notNewer says %v", prior, p, next, n, notNewer(prior, next))
+		}
+		for _, rv := range []string{prior, next} {
+			v, ok := Version(rv)
+			parsed, err := strconv.ParseUint(rv, 10, 64)
+			if ok && (err != nil || parsed != v) {
+				t.Errorf("Version(%q) = %d, but parsing gives %d, %v", rv, v, parsed, err)
+			}
+			if ok != canonical(rv) {
+				t.Errorf("Version(%q) ok = %v, canonical %v", rv, ok, canonical(rv))
+			}
+		}
 	})
 }

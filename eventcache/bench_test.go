@@ -24,7 +24,7 @@ func BenchmarkEventQueueCollection(b *testing.B) {
 		if err := p.c.Replace(all, "", CompleteList); err != nil {
 			b.Fatal(err)
 		}
-		for p.c.backlog.Consume(p.rtc, math.MaxInt) > 0 {
+		for p.c.backlog.Consume(p.c.byEntry(p.rtc), math.MaxInt) > 0 {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -40,7 +40,7 @@ func BenchmarkEventQueueCollection(b *testing.B) {
 			if err := p.c.Replace(list, "", CompleteList); err != nil {
 				b.Fatal(err)
 			}
-			for p.c.backlog.Consume(p.rtc, math.MaxInt) > 0 {
+			for p.c.backlog.Consume(p.c.byEntry(p.rtc), math.MaxInt) > 0 {
 			}
 		}
 	})
@@ -50,7 +50,7 @@ func BenchmarkEventQueueCollection(b *testing.B) {
 			if err := p.c.Synchronize(); err != nil {
 				b.Fatal(err)
 			}
-			for p.c.backlog.Consume(p.rtc, math.MaxInt) > 0 {
+			for p.c.backlog.Consume(p.c.byEntry(p.rtc), math.MaxInt) > 0 {
 			}
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/queue"
 )
 
 // Sink receives the events the consumer resolved, a batch at a time, in order; each event
@@ -55,15 +56,43 @@ func NewResourceTrackingConsumer[T event.Object](w *Writer[T], sink Sink[T], onE
 // Apply applies events, oldest first, each to the known object of its Event.Key, and
 // returns them rewritten against what was known (in place), without deletions of unknown
 // keys, and the errors it found, for Report.
-func (c *ResourceTrackingConsumer[T]) Apply(events []event.Event[T]) (_ []event.Event[T], errs []error) {
+func (c *ResourceTrackingConsumer[T]) Apply(events []event.Event[T]) ([]event.Event[T], []error) {
+	return c.apply(events, nil)
+}
+
+// entryConsumer is a ResourceTrackingConsumer drained from the collection whose Store its
+// Writer writes: it applies each key's events to the entry the backlog found for them
+// (see entryIndex), without a lookup of its own.
+type entryConsumer[T event.Object] struct {
+	*ResourceTrackingConsumer[T]
+}
+
+// ApplyEntries is Apply, given the entries of the batch's keys, in order.
+func (c entryConsumer[T]) ApplyEntries(events []event.Event[T], entries []*queue.Entry[T]) ([]event.Event[T], []error) {
+	return c.apply(events, entries)
+}
+
+// apply is Apply; entries, when not nil, are the entries of the events' keys in the
+// order in which their events come (see queue.EntryConsumer).
+func (c *ResourceTrackingConsumer[T]) apply(events []event.Event[T], entries []*queue.Entry[T]) (_ []event.Event[T], errs []error) {
 	var zero T
 	out := events[:0]
 	fresh := false // out no longer shares events' array
+	k := 0         // entries[k] is the entry of the current key, if any
 	for _, e := range events {
 		key := e.Key
+		var en *queue.Entry[T]
+		if entries != nil {
+			for k < len(entries) && entries[k].Key() != key {
+				k++
+			}
+			if k < len(entries) {
+				en = entries[k]
+			}
+		}
 		switch e.Type {
 		case event.Added, event.Modified:
-			prior, existed, stale, err := c.w.set(key, e.Object, !e.Sync)
+			prior, existed, stale, err := c.w.set(en, key, e.Object, !e.Sync)
 			if stale {
 				if prior.GetResourceVersion() != e.Object.GetResourceVersion() {
 					errs = append(errs, fmt.Errorf("%w: %s %s at resource version %s, the cache has %s",
@@ -91,7 +120,7 @@ func (c *ResourceTrackingConsumer[T]) Apply(events []event.Event[T]) (_ []event.
 				e.Type, e.Prior = event.Added, zero
 			}
 		case event.Deleted:
-			prior, existed := c.w.Delete(key)
+			prior, existed := c.w.delete(en, key)
 			if !existed {
 				continue
 			}

@@ -9,7 +9,11 @@
 // only writer. The consumer applies events while the collection's lock is held, so every
 // reader of the collection sees the known objects and the pending queues as one
 // consistent state: Synchronize can never resurrect an object whose deletion is being
-// delivered, and Replace never sees half-applied events.
+// delivered, and Replace never sees half-applied events. They share them down to the
+// entry: the Store keeps one entry per key (queue.Entry) that holds the key's known object
+// and its pending events, and is the collection's queue.Index, so an event costs the
+// drain loop one lookup of its key. Readers of the Store see known objects only; the
+// entry of a key that is pending and not known is dropped once its events are applied.
 //
 // Deviation from DESIGN 5: Replace takes a ListCompleteness. A list that is
 // IncompleteList (its source could not read some of the listed objects: an item of the
@@ -107,8 +111,8 @@ func NewEventQueueCollection[T event.Object](known *Store[T], opts Options[T]) *
 	}
 	c.backlog = queue.NewBacklog(queue.BacklogOptions[T]{
 		Compression: opts.Compression,
-		Known:       func(key string, _ event.Event[T]) bool { return known.has(key) },
-		Key:         c.key,
+		Index:       entryIndex[T]{known},
+		SortInDrain: true, // the reflector pushes: it gets back to the watch at once
 		OnSynced:    opts.OnSynced,
 		Depth:       opts.Depth,
 		OnApplied:   c.appliedChanged,
@@ -150,22 +154,6 @@ func guardKeyFunc[T event.Object](f event.KeyFunc[T]) event.KeyFunc[T] {
 		}()
 		return f(obj)
 	}
-}
-
-// key returns the key event.ObjectKey gives obj, which Add has checked has one. A
-// namespaced object that is known gets the key string the store holds rather than a new
-// one, so that a change to a known object allocates no key.
-func (c *EventQueueCollection[T]) key(obj T) string {
-	ns, name := obj.GetNamespace(), obj.GetName()
-	if ns == "" {
-		return name
-	}
-	var buf [128]byte
-	b := append(append(append(buf[:0], ns...), '/'), name...)
-	if key, ok := c.known.internKey(b); ok {
-		return key
-	}
-	return string(b)
 }
 
 // Replace records a list, atomically: a synchronization addition for every listed
@@ -284,7 +272,17 @@ func (c *EventQueueCollection[T]) Synchronize() error {
 // ResourceTrackingConsumer. Drain returns when ctx is done (with ctx.Err()) or the
 // collection is closed (with queue.ErrClosed). Only one Drain may run at a time.
 func (c *EventQueueCollection[T]) Drain(ctx context.Context, consumer queue.Consumer[T]) error {
-	return c.backlog.Drain(ctx, consumer)
+	return c.backlog.Drain(ctx, c.byEntry(consumer))
+}
+
+// byEntry returns consumer, or, for a ResourceTrackingConsumer that writes the
+// collection's own store, the same consumer applying each batch to the entries the
+// backlog found for it (entryConsumer), which saves a lookup per event.
+func (c *EventQueueCollection[T]) byEntry(consumer queue.Consumer[T]) queue.Consumer[T] {
+	if rtc, ok := consumer.(*ResourceTrackingConsumer[T]); ok && rtc.w.s == c.known {
+		return entryConsumer[T]{rtc}
+	}
+	return consumer
 }
 
 // Between calls fn between two batches of keys: after every event applied to the known

@@ -68,9 +68,9 @@ func newPipeline() *pipeline {
 	return &pipeline{c: NewEventQueueCollection(w.Store(), Options[obj]{}), rtc: NewResourceTrackingConsumer[obj](w, rec, nil), rec: rec}
 }
 
-// drain consumes everything pending and returns what was delivered.
+// drain consumes everything pending, as Drain does, and returns what was delivered.
 func (p *pipeline) drain() []delivered {
-	for p.c.backlog.Consume(p.rtc, math.MaxInt) > 0 {
+	for p.c.backlog.Consume(p.c.byEntry(p.rtc), math.MaxInt) > 0 {
 	}
 	got := p.rec.got
 	p.rec.got = nil

@@ -20,7 +20,9 @@ import (
 // model, an incomplete one only adds to it): after a full drain the known objects, and what the deliveries
 // add up to, equal the model (nothing lost, nothing resurrected), every delivery follows
 // from the ones before it (internal/testsupport/eventcheck), and no key's queue grows past the
-// compression bound.
+// compression bound. Batches are applied by key (Apply) or to the entries the backlog
+// found (ApplyEntries, as Drain does), interleaved, and after a full drain the store holds
+// an entry for the known keys only.
 func FuzzEventQueueCollection(f *testing.F) {
 	fuzzseed.Add(f, "FuzzEventQueueCollection")
 	keys := []string{"a", "b", "c", "d", "e"}
@@ -29,11 +31,15 @@ func FuzzEventQueueCollection(f *testing.F) {
 		sink := eventcheck.New[obj]("sink")
 		c := NewEventQueueCollection(w.Store(), Options[obj]{})
 		rtc := NewResourceTrackingConsumer[obj](w, sink, nil)
+		byEntry := c.byEntry(rtc)
 		model := map[string]obj{}
 		rv := 0
 		next := func() string { rv++; return strconv.Itoa(rv) }
 		drainAll := func() {
-			for c.backlog.Consume(rtc, math.MaxInt) > 0 {
+			for c.backlog.Consume(byEntry, math.MaxInt) > 0 {
+			}
+			if n, known := len(w.s.items), w.Store().Len(); n != known || known != len(model) {
+				t.Fatalf("after a full drain the store has %d entries and %d known objects, want %d of each", n, known, len(model))
 			}
 			got := map[string]obj{}
 			w.Store().Range(func(k string, o obj) bool { got[k] = o; return true })
@@ -87,7 +93,12 @@ func FuzzEventQueueCollection(f *testing.F) {
 				}
 			case 5:
 				// One batch of one to three keys, as the drain loop takes them.
-				c.backlog.Consume(rtc, int(arg)%3+1)
+				// By key or by entry, as the high bit says.
+				if arg&0x80 != 0 {
+					c.backlog.Consume(byEntry, int(arg)%3+1)
+				} else {
+					c.backlog.Consume(rtc, int(arg)%3+1)
+				}
 			case 6:
 				drainAll()
 			}

@@ -125,14 +125,17 @@ func (w *Writer[T]) CheckMutations() error {
 	func() {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
-		keys := make([]string, 0, len(s.items))
-		for key := range s.items {
-			keys = append(keys, key)
+		keys := make([]string, 0, s.known)
+		for key, en := range s.items {
+			if _, ok := en.Object(); ok {
+				keys = append(keys, key)
+			}
 		}
 		sort.Strings(keys)
 		var enc encoder // the store's is the writers'
 		for _, key := range keys {
-			if f, ok := s.mut.check(&enc, key, s.items[key].obj); ok {
+			obj, _ := s.items[key].Object()
+			if f, ok := s.mut.check(&enc, key, obj); ok {
 				found = append(found, f)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/typedinformer/typedinformer/event"
+	"github.com/typedinformer/typedinformer/queue"
 )
 
 // IndexFunc returns the values under which obj is found in one secondary index. It must
@@ -34,24 +35,25 @@ const NamespaceIndex = "namespace"
 // the mutation detector (Writer.DetectMutations, controller.Options.DetectMutations).
 type Store[T event.Object] struct {
 	mu sync.RWMutex
-	// items holds each object in an item of its own, so that an update changes the item
-	// rather than the map, and the key string is found again from a key's bytes (see
-	// internKey).
-	items    map[string]*item[T]
+	// items holds one entry per key, which holds the key's object when the key is known
+	// (queue.Entry.Object) and, for an EventQueueCollection reading this store, the key's
+	// pending events: an event costs the pipeline one lookup of its key (see entryIndex).
+	// An update changes the entry rather than the map. Entries of keys that are pending
+	// and not known are in items too; known counts the others, which are what readers see.
+	items    map[string]*queue.Entry[T]
+	known    int
 	indexers Indexers[T]
-	// indices maps index name -> indexed value -> key -> item, so that a lookup by index
-	// reads the objects without going through items.
-	indices map[string]map[string]map[string]*item[T]
+	// indices maps index name -> indexed value -> key -> entry, so that a lookup by index
+	// reads the objects without going through items. Only known entries are indexed.
+	indices map[string]map[string]map[string]*queue.Entry[T]
+	// nsNames spells each namespace of the namespace index once: entries note it (see
+	// set).
+	nsNames map[string]string
 	// nsSizes, set by reserve, sizes each namespace's key set of the namespace index when
 	// it is created, so that the first list does not rehash the sets as they fill.
 	nsSizes map[string]int
 	// mut is the mutation detector's state, when it is on (see DetectMutations).
 	mut *detector[T]
-}
-
-type item[T event.Object] struct {
-	key string
-	obj T
 }
 
 // Writer is the single writing handle of a Store. The ResourceTrackingConsumer holds it;
@@ -64,16 +66,17 @@ type Writer[T event.Object] struct {
 // extra indexes.
 func NewWriter[T event.Object](indexers Indexers[T]) *Writer[T] {
 	s := &Store[T]{
-		items:    make(map[string]*item[T]),
+		items:    make(map[string]*queue.Entry[T]),
+		nsNames:  map[string]string{},
 		indexers: Indexers[T]{},
-		indices:  map[string]map[string]map[string]*item[T]{NamespaceIndex: {}},
+		indices:  map[string]map[string]map[string]*queue.Entry[T]{NamespaceIndex: {}},
 	}
 	for name, fn := range indexers {
 		if name == NamespaceIndex {
 			continue // built in, and kept without calling an IndexFunc
 		}
 		s.indexers[name] = guardIndexFunc(fn)
-		s.indices[name] = make(map[string]map[string]*item[T])
+		s.indices[name] = make(map[string]map[string]*queue.Entry[T])
 	}
 	return &Writer[T]{s: s}
 }
@@ -119,15 +122,19 @@ func (w *Writer[T]) AddIndexers(indexers Indexers[T]) error {
 	var errs []error
 	for name, fn := range indexers {
 		fn := guardIndexFunc(fn)
-		idx := make(map[string]map[string]*item[T])
-		for key, it := range s.items {
-			values, err := fn(it.obj)
+		idx := make(map[string]map[string]*queue.Entry[T])
+		for key, en := range s.items {
+			obj, ok := en.Object()
+			if !ok {
+				continue
+			}
+			values, err := fn(obj)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("index %q of %q: %w", name, key, err))
 				continue
 			}
 			for _, v := range values {
-				addItem(idx, v, it)
+				addItem(idx, v, en)
 			}
 		}
 		s.indexers[name], s.indices[name] = fn, idx
@@ -139,44 +146,59 @@ func (w *Writer[T]) AddIndexers(indexers Indexers[T]) error {
 // always stored; an error means that one of the index functions failed, and obj is then
 // missing from that index only.
 func (w *Writer[T]) Set(key string, obj T) (prior T, existed bool, err error) {
-	prior, existed, _, err = w.set(key, obj, false)
+	prior, existed, _, err = w.set(nil, key, obj, false)
 	return prior, existed, err
 }
 
 // set is Set; with onlyNewer it leaves the store alone, and reports stale, when obj is not
-// newer than the stored object (see event.NotNewer), with a single map lookup.
-func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, stale bool, err error) {
+// newer than the stored object (see event.NotNewer). it is key's entry when the caller
+// has it (the consumer, from its backlog: see entryConsumer), which saves the lookup.
+func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (prior T, existed, stale bool, err error) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	it, existed := s.items[key]
-	if existed {
-		prior = it.obj
-		if onlyNewer && event.NotNewer(prior, obj) {
+	if it == nil {
+		it = s.items[key]
+	}
+	if it != nil {
+		prior, existed = it.Object()
+	}
+	version, canonical := event.Version(obj.GetResourceVersion())
+	if existed && onlyNewer {
+		// The entry's note spares reading the prior object (see queue.Entry.SetObject).
+		if pv := it.Version(); pv != 0 && canonical && version <= pv || (pv == 0 || !canonical) && event.NotNewer(prior, obj) {
 			return prior, true, true, nil
 		}
-		it.obj = obj
-	} else {
-		it = &item[T]{key: key, obj: obj}
+	}
+	if it == nil {
+		it = queue.NewEntry[T](key)
 		s.items[key] = it
+	}
+	if !existed {
+		s.known++
 	}
 	if s.mut != nil {
 		s.mut.keep(key, prior, existed, obj)
 	}
 	// The namespace index is maintained inline: it is on every store, and an IndexFunc
-	// call would allocate two slices per update.
-	if ns := obj.GetNamespace(); !existed || prior.GetNamespace() != ns {
-		idx := s.indices[NamespaceIndex]
+	// call would allocate two slices per update. The entry notes the namespace as the
+	// index's key spells it, so an update in the same namespace reads neither the prior
+	// object nor a new string's bytes but the shared one's.
+	ns := obj.GetNamespace()
+	if priorNS := it.Namespace(); !existed || priorNS != ns {
 		if existed {
-			removeKey(idx, prior.GetNamespace(), key)
+			s.removeFromNamespace(priorNS, key)
 		}
-		if idx[ns] == nil && s.nsSizes != nil {
-			idx[ns] = make(map[string]*item[T], s.nsSizes[ns])
-			if delete(s.nsSizes, ns); len(s.nsSizes) == 0 {
-				s.nsSizes = nil
-			}
-		}
-		addItem(idx, ns, it)
+		ns = s.addToNamespace(ns, it)
+	} else {
+		ns = priorNS
+	}
+	if !canonical {
+		version = 0
+	}
+	it.SetObject(obj, ns, version)
+	if len(s.indexers) == 0 {
+		return prior, existed, false, err
 	}
 	for name, fn := range s.indexers {
 		var old []string
@@ -203,20 +225,35 @@ func (w *Writer[T]) set(key string, obj T, onlyNewer bool) (prior T, existed, st
 }
 
 // Delete removes key and returns the object it held, if any.
-func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
+func (w *Writer[T]) Delete(key string) (prior T, existed bool) { return w.delete(nil, key) }
+
+// delete is Delete. it is key's entry when the caller has it from its backlog, which
+// saves the lookup: the backlog then releases the entry once the batch is applied (see
+// entryIndex.Release), so that an addition after the deletion, in the same batch, finds
+// it again.
+func (w *Writer[T]) delete(it *queue.Entry[T], key string) (prior T, existed bool) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	it, existed := s.items[key]
-	if !existed {
+	release := it == nil
+	if release {
+		it = s.items[key]
+	}
+	if it == nil {
 		return prior, false
 	}
-	prior = it.obj
-	delete(s.items, key)
+	if prior, existed = it.Object(); !existed {
+		return prior, false
+	}
+	s.removeFromNamespace(it.Namespace(), key)
+	it.ClearObject()
+	s.known--
+	if release && !it.Pending() {
+		delete(s.items, key) // a pending entry stays for its events (see entryIndex.Release)
+	}
 	if s.mut != nil {
 		s.mut.drop(key, prior)
 	}
-	removeKey(s.indices[NamespaceIndex], prior.GetNamespace(), key)
 	for name, fn := range s.indexers {
 		old, _ := fn(prior)
 		for _, v := range old {
@@ -226,16 +263,41 @@ func (w *Writer[T]) Delete(key string) (prior T, existed bool) {
 	return prior, true
 }
 
-func addItem[T event.Object](idx map[string]map[string]*item[T], value string, it *item[T]) {
+func addItem[T event.Object](idx map[string]map[string]*queue.Entry[T], value string, en *queue.Entry[T]) {
 	set := idx[value]
 	if set == nil {
-		set = make(map[string]*item[T])
+		set = make(map[string]*queue.Entry[T])
 		idx[value] = set
 	}
-	set[it.key] = it
+	set[en.Key()] = en
 }
 
-func removeKey[T event.Object](idx map[string]map[string]*item[T], value, key string) {
+// addToNamespace adds en to the namespace index under ns and returns the index's own
+// spelling of ns, which entries note (see set).
+func (s *Store[T]) addToNamespace(ns string, en *queue.Entry[T]) string {
+	idx := s.indices[NamespaceIndex]
+	if idx[ns] == nil {
+		if s.nsSizes != nil {
+			idx[ns] = make(map[string]*queue.Entry[T], s.nsSizes[ns])
+			if delete(s.nsSizes, ns); len(s.nsSizes) == 0 {
+				s.nsSizes = nil
+			}
+		}
+		s.nsNames[ns] = ns
+	}
+	addItem(idx, ns, en)
+	return s.nsNames[ns]
+}
+
+// removeFromNamespace removes key from the namespace index under ns.
+func (s *Store[T]) removeFromNamespace(ns, key string) {
+	idx := s.indices[NamespaceIndex]
+	if removeKey(idx, ns, key); idx[ns] == nil {
+		delete(s.nsNames, ns)
+	}
+}
+
+func removeKey[T event.Object](idx map[string]map[string]*queue.Entry[T], value, key string) {
 	set := idx[value]
 	delete(set, key)
 	if len(set) == 0 {
@@ -259,8 +321,8 @@ func sameValues(a, b []string) bool {
 func (s *Store[T]) Get(key string) (T, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if it, ok := s.items[key]; ok {
-		return it.obj, true
+	if en := s.items[key]; en != nil {
+		return en.Object()
 	}
 	var zero T
 	return zero, false
@@ -279,16 +341,18 @@ func (s *Store[T]) GetByName(namespace, name string) (T, bool) {
 func (s *Store[T]) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.items)
+	return s.known
 }
 
 // List returns every object, in no particular order.
 func (s *Store[T]) List() []T {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]T, 0, len(s.items))
-	for _, it := range s.items {
-		out = append(out, it.obj)
+	out := make([]T, 0, s.known)
+	for _, en := range s.items {
+		if obj, ok := en.Object(); ok {
+			out = append(out, obj)
+		}
 	}
 	return out
 }
@@ -296,9 +360,11 @@ func (s *Store[T]) List() []T {
 // Keys returns every key, sorted.
 func (s *Store[T]) Keys() []string {
 	s.mu.RLock()
-	keys := make([]string, 0, len(s.items))
-	for k := range s.items {
-		keys = append(keys, k)
+	keys := make([]string, 0, s.known)
+	for k, en := range s.items {
+		if _, ok := en.Object(); ok {
+			keys = append(keys, k)
+		}
 	}
 	s.mu.RUnlock()
 	sort.Strings(keys)
@@ -316,8 +382,9 @@ func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
 	}
 	set := idx[value]
 	out := make([]T, 0, len(set))
-	for _, it := range set {
-		out = append(out, it.obj)
+	for _, en := range set {
+		obj, _ := en.Object() // indexed entries are known
+		out = append(out, obj)
 	}
 	return out, nil
 }
@@ -365,27 +432,20 @@ func (s *Store[T]) reserve(objects []T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.items) == 0 && len(objects) > 0 {
-		s.items = make(map[string]*item[T], len(objects))
+		s.items = make(map[string]*queue.Entry[T], len(objects))
 		s.nsSizes = sizes
 	}
 }
 
 func (s *Store[T]) has(key string) bool {
 	s.mu.RLock()
-	_, ok := s.items[key]
+	en := s.items[key]
 	s.mu.RUnlock()
-	return ok
-}
-
-// internKey returns the stored key spelled by b, so that a caller that builds keys in a
-// buffer allocates a key string only for keys the store does not hold.
-func (s *Store[T]) internKey(b []byte) (string, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if it, ok := s.items[string(b)]; ok {
-		return it.key, true
+	if en == nil {
+		return false
 	}
-	return "", false
+	_, ok := en.Object()
+	return ok
 }
 
 // Range calls fn for every key and object, in no particular order, until fn returns
@@ -393,8 +453,8 @@ func (s *Store[T]) internKey(b []byte) (string, bool) {
 func (s *Store[T]) Range(fn func(key string, obj T) bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for k, it := range s.items {
-		if !fn(k, it.obj) {
+	for k, en := range s.items {
+		if obj, ok := en.Object(); ok && !fn(k, obj) {
 			return
 		}
 	}

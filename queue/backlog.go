@@ -12,11 +12,19 @@ import (
 	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
-// maxInbox is the number of events past which a push sorts the inbox by key itself: it
-// bounds the memory of a backlog whose drain loop is held off (by Between, or because it
-// is behind) by the number of keys, as compression promises. It is small enough that the
+// maxInbox is the number of events past which a push sorts the inbox by key itself, when
+// no drain loop will (none runs, or Between holds it off): it bounds the memory of such a
+// backlog by the number of keys, as compression promises. It is small enough that the
 // inbox's array, which a backlog keeps for reuse, stays small.
 const maxInbox = 1024
+
+// maxInboxDraining is maxInbox, with BacklogOptions.SortInDrain, while a drain loop runs
+// and is not held off: the drain loop sorts the whole inbox before its next batch, and a
+// pusher that sorted instead would do the per-key work on its own goroutine (the
+// reflector's, which reads the watch) while the drain loop waits for the lock, where the
+// two can run side by side. A drain loop that falls far behind, or is stuck in a
+// consumer's callback, still leaves the pushers to sort past this many events.
+const maxInboxDraining = 16 * maxInbox
 
 // maxBatch is the most keys Drain takes per lock acquisition. A batch amortises the lock,
 // the wake-up and the consumer's own per-call costs over many keys while the producer
@@ -42,6 +50,16 @@ type Consumer[T event.Object] interface {
 	Report(errs []error)
 }
 
+// EntryConsumer is a Consumer that, drained from a Backlog with an Index, takes each batch
+// with the entries of its keys, so that it finds what it keeps for a key without a lookup
+// of its own: entries[i] is the entry of the batch's i-th key (a batch holds each key
+// once, with its events together). ApplyEntries is then called instead of Apply, with
+// the same locking and the same results.
+type EntryConsumer[T event.Object] interface {
+	Consumer[T]
+	ApplyEntries(batch []event.Event[T], entries []*Entry[T]) ([]event.Event[T], []error)
+}
+
 // BacklogOptions configure a Backlog.
 type BacklogOptions[T event.Object] struct {
 	// Compression selects the compression rules; Compress by default.
@@ -57,6 +75,18 @@ type BacklogOptions[T event.Object] struct {
 	// where the event cache builds its default keys (see the package doc). Pushers that
 	// always set the key need none.
 	Key func(obj T) string
+	// Index, when set, holds the backlog's entries: its owner keeps one entry per key for
+	// the pending events and its own object for the key (see Index), where the backlog
+	// would otherwise keep a map of its own, so that an event costs one lookup of its key.
+	// The event cache keeps the known objects there. With an Index, Known and Key are not
+	// used.
+	Index Index[T]
+	// SortInDrain leaves the sorting of pushed events to a running drain loop until
+	// maxInboxDraining (16,384) events wait, rather than maxInbox (1,024), so that a
+	// pusher that must get back to its own input quickly (the reflector, which reads the
+	// watch) does not do the per-key work itself. While no drain loop runs, or Between
+	// holds it off, pushers sort past maxInbox events either way.
+	SortInDrain bool
 	// OnSynced, when set, is called once, with nothing locked, when the backlog has
 	// synced (see Backlog.HasSynced). It runs on the goroutine that made it so, before
 	// that goroutine consumes anything more.
@@ -118,6 +148,7 @@ type Backlog[T event.Object] struct {
 	sealed      bool             // written with both locks held
 	closed      bool
 	parked      bool // the drain loop waits on cond: only then does a push signal it
+	draining    bool // a Drain loop runs (see maxInboxDraining)
 	consuming   bool // a batch is between its Apply and the end of its Deliver
 	pauses      int  // Between calls waiting or running: the drain loop holds off
 
@@ -141,6 +172,9 @@ func NewBacklog[T event.Object](opts BacklogOptions[T]) *Backlog[T] {
 		opts.Known = knownFromFirstEvent[T]
 	}
 	b := &Backlog[T]{fifo: newFIFO(opts.Compression, opts.Known), opts: opts}
+	if opts.Index != nil {
+		b.fifo = newIndexedFIFO(opts.Compression, opts.Index)
+	}
 	b.cond.L = &b.mu
 	b.idle.L = &b.mu
 	return b
@@ -173,6 +207,9 @@ func (b *Backlog[T]) pushed() {
 		b.cond.Signal()
 	}
 	full := len(b.inbox) >= maxInbox
+	if full && b.opts.SortInDrain && b.draining && b.pauses == 0 && !b.closed {
+		full = len(b.inbox) >= maxInboxDraining
+	}
 	b.mu.Unlock()
 	if full {
 		b.fifoMu.Lock()
@@ -204,11 +241,24 @@ func (b *Backlog[T]) sort() {
 	}
 	track := b.opts.OnApplied != nil
 	var zero T
+	index := b.opts.Index
 	for i, e := range in {
-		if e.Key == "" {
+		switch {
+		case index != nil:
+			var en *Entry[T]
+			if e.Key == "" {
+				en = index.EntryOf(e.Object)
+			} else {
+				en = index.Entry(e.Key)
+			}
+			e.Key = en.key
+			b.fifo.PushEntry(en, e, i < marked)
+		case e.Key == "":
 			e.Key = b.opts.Key(e.Object)
+			fallthrough
+		default:
+			b.fifo.Push(e.Key, e, i < marked)
 		}
-		b.fifo.Push(e.Key, e, i < marked)
 		if track && !e.Sync && e.Object != zero {
 			// After the push: the key became pending before its own event counts as sorted.
 			b.fifo.rv = max(b.fifo.rv, b.parseRV(e.Object.GetResourceVersion()))
@@ -216,8 +266,8 @@ func (b *Backlog[T]) sort() {
 	}
 	b.fifo.rv = max(b.fifo.rv, progress)
 	clear(in) // drop the objects: the FIFO holds what it keeps
-	if cap(in) <= 2*maxInbox {
-		// A push overshoots maxInbox by at most one batch; an array larger than that came
+	if cap(in) <= 2*maxInbox || b.opts.SortInDrain && cap(in) <= maxInboxDraining {
+		// A push overshoots its bound by at most one batch; an array larger than that came
 		// from a burst (a huge PushBatch) and is not kept.
 		b.spare = in[:0]
 	}
@@ -435,6 +485,12 @@ func (b *Backlog[T]) Drain(ctx context.Context, consumer Consumer[T]) error {
 		wake.Wait()
 	}()
 	b.mu.Lock()
+	b.draining = true
+	defer func() {
+		b.mu.Lock()
+		b.draining = false
+		b.mu.Unlock()
+	}()
 	for {
 		for (!b.pendingLocked() || b.pauses > 0) && !b.closed && ctx.Err() == nil {
 			b.parked = true
@@ -496,7 +552,14 @@ func (b *Backlog[T]) consumeBatch(consumer Consumer[T], maxKeys int) int {
 	var out []event.Event[T]
 	var errs []error
 	if n > 0 {
-		out, errs = consumer.Apply(batch)
+		if ec, ok := consumer.(EntryConsumer[T]); ok && b.opts.Index != nil {
+			out, errs = ec.ApplyEntries(batch, b.fifo.retiring)
+		} else {
+			out, errs = consumer.Apply(batch)
+		}
+		if b.opts.Index != nil {
+			b.fifo.releaseRetiring()
+		}
 		b.fifoChanged()
 	}
 	b.fifoMu.Unlock()

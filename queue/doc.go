@@ -16,12 +16,20 @@
 // # Keys
 //
 // A Backlog computes no key of its own. An event arrives with its key, or, pushed with an
-// empty key, gets it from [BacklogOptions].Key on the goroutine that sorts the inbox
-// (normally the drain loop), so that a pusher such as the reflector does no per-key work.
-// The event cache uses that for its default key function (see eventcache.Options.KeyFunc):
-// its Add checks that the object has a key, and its Backlog's drain loop builds the key
-// string. Either way a key is computed once, and every stage after it, down to the
-// handlers and the reconcile loop, reads it from event.Event.Key.
+// empty key, gets it from [BacklogOptions].Key (or [Index].EntryOf) on the goroutine that
+// sorts the inbox (normally the drain loop), so that a pusher such as the reflector does
+// no per-key work. The event cache uses that for its default key function (see
+// eventcache.Options.KeyFunc): its Add checks that the object has a key, and its Backlog's
+// drain loop builds the key string. Either way a key is computed once, and every stage
+// after it, down to the handlers and the reconcile loop, reads it from event.Event.Key.
+//
+// # Entries
+//
+// Each pending key has an [Entry]: its key string, its events and its place in line. A
+// Backlog keeps them in a map of its own, unless its owner keeps one entry per key itself
+// ([BacklogOptions].Index): the event cache's known objects are such an index, each entry
+// holding the key's known object besides its pending events, so that sorting an event
+// costs one lookup of its key and applying it none ([EntryConsumer]).
 //
 // # Lock order
 //
@@ -34,8 +42,8 @@
 //	Controller -> handler list -> handler's Backlog (inbox lock)
 //	handler's Backlog (pending-events lock) -> known objects' Store (read, to hand a new handler the current state)
 //
-// Consumer.Apply, Update's function and BacklogOptions.Key and Known run with the
-// pending-events lock held; they may take the store's lock, never a Backlog's, and
+// Consumer.Apply (and ApplyEntries), Update's function, BacklogOptions.Key and Known, and
+// the Index's methods run with the pending-events lock held; they may take the store's lock, never a Backlog's, and
 // nothing holds the store's lock while it takes a Backlog's. Nothing else a Backlog calls
 // runs with a lock of its held: Consumer.Deliver (which pushes into the handlers'
 // Backlogs), Consumer.Report, OnSynced and Depth run unlocked, so user code they reach

@@ -36,3 +36,15 @@ func NewFIFO[T event.Object](c Compression, known func(key string, first event.E
 func KnownFromFirstEvent[T event.Object](key string, first event.Event[T]) bool {
 	return knownFromFirstEvent(key, first)
 }
+
+// MaxInboxDraining is maxInboxDraining, for tests.
+const MaxInboxDraining = maxInboxDraining
+
+// NewIndexedFIFO is newIndexedFIFO, for tests.
+func NewIndexedFIFO[T event.Object](c Compression, index Index[T]) *FIFO[T] {
+	return newIndexedFIFO(c, index)
+}
+
+// ReleaseRetiring hands the entries popped so far back to f's index, as a Backlog does
+// once its consumer has applied them.
+func ReleaseRetiring[T event.Object](f *FIFO[T]) { f.releaseRetiring() }

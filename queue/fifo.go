@@ -11,9 +11,15 @@ import "github.com/typedinformer/typedinformer/event"
 // pending, which is how a Backlog tells when everything of its initial state has been
 // handed on (see Marked).
 type fifo[T event.Object] struct {
-	// entries holds the pending keys' entries and the popped ones (see popped).
-	entries    map[string]*entry[T]
-	head, tail *entry[T]
+	// index, when set, holds the entries (see BacklogOptions.Index): the fifo keeps no map,
+	// no popped list and no recycled entries of its own, and retiring holds the entries
+	// popped for the batch being consumed, which release hands back to the index.
+	index    Index[T]
+	retiring []*Entry[T]
+	// entries holds the pending keys' entries and the popped ones (see popped), without
+	// an index.
+	entries    map[string]*Entry[T]
+	head, tail *Entry[T]
 	pending    int // keys in line
 	// popped lists, through prev and next, the entries popped since the FIFO was last
 	// empty, which stay in entries: deleting each key from a large map as it is popped
@@ -21,14 +27,14 @@ type fifo[T event.Object] struct {
 	// (see emptied) is a sequential sweep, and a key pushed again meanwhile takes its
 	// entry back with no map write. npopped is kept below 4 times the pending keys plus
 	// shrinkPeak, so the map stays proportional to the keys pending (see compact).
-	popped      *entry[T]
+	popped      *Entry[T]
 	npopped     int
 	compression Compression
 	known       func(key string, first event.Event[T]) bool
 	marked      int
 	// free recycles entries, with their event slices: in steady state every event makes a
 	// key pending and every pop retires it, so reuse saves allocations per event.
-	free  *entry[T]
+	free  *Entry[T]
 	nfree int
 	// Go maps never shrink, and lookups in a map grown by a burst (an initial list of
 	// 100,000 objects) are cache misses ever after; but a map dropped whenever it empties
@@ -40,21 +46,6 @@ type fifo[T event.Object] struct {
 	// rv is the resource version the sorted events have reached (see Backlog.Applied):
 	// every event up to it has been pushed. It is 0 unless the Backlog tracks it.
 	rv uint64
-}
-
-type entry[T event.Object] struct {
-	key    string
-	q      eventQueue[T]
-	marked bool
-	// rvBefore is the fifo's rv when the key became pending. Keys are served in the order
-	// they became pending, so it never decreases along the line, and every event up to the
-	// head's rvBefore belongs to a key ahead of the head: one already popped.
-	rvBefore   uint64
-	out        bool // popped: in entries and in the popped list, not in line
-	prev, next *entry[T]
-	// first holds q's events while there is one, as there is for most keys, so that a
-	// newly pending key costs one allocation, not two.
-	first [1]event.Event[T]
 }
 
 const (
@@ -75,7 +66,12 @@ const (
 // the first event of a newly pending key; it is asked at most once per pending key, and
 // only when a compression rule depends on the answer.
 func newFIFO[T event.Object](c Compression, known func(key string, first event.Event[T]) bool) *fifo[T] {
-	return &fifo[T]{entries: make(map[string]*entry[T]), compression: c, known: known}
+	return &fifo[T]{entries: make(map[string]*Entry[T]), compression: c, known: known}
+}
+
+// newIndexedFIFO returns an empty fifo whose entries are index's.
+func newIndexedFIFO[T event.Object](c Compression, index Index[T]) *fifo[T] {
+	return &fifo[T]{index: index, compression: c}
 }
 
 // knownFromFirstEvent is the known function of a Backlog whose BacklogOptions.Known is
@@ -88,8 +84,8 @@ func knownFromFirstEvent[T event.Object](_ string, first event.Event[T]) bool {
 // Grow makes room for n more pending keys, so that a burst such as a relist does not
 // rehash the map as it grows.
 func (f *fifo[T]) Grow(n int) {
-	if len(f.entries) == 0 && n > growMin {
-		f.entries = make(map[string]*entry[T], n)
+	if f.index == nil && len(f.entries) == 0 && n > growMin {
+		f.entries = make(map[string]*Entry[T], n)
 	}
 }
 
@@ -97,6 +93,10 @@ func (f *fifo[T]) Grow(n int) {
 // of the line if it was not pending. If mark is true the key is marked until it is popped.
 // A push can also cancel the key's pending events, which removes the key from the line.
 func (f *fifo[T]) Push(key string, e event.Event[T], mark bool) {
+	if f.index != nil {
+		f.PushEntry(f.index.Entry(key), e, mark)
+		return
+	}
 	en, ok := f.entries[key]
 	// lookup answers the queue's question whether the consumer knew the key; it does not
 	// escape, so it costs no allocation.
@@ -123,15 +123,7 @@ func (f *fifo[T]) Push(key string, e event.Event[T], mark bool) {
 			f.peak = max(f.peak, len(f.entries))
 			f.grown = max(f.grown, f.peak)
 		}
-		f.pending++
-		en.rvBefore = f.rv
-		en.prev = f.tail
-		if f.tail != nil {
-			f.tail.next = en
-		} else {
-			f.head = en
-		}
-		f.tail = en
+		f.link(en)
 	} else {
 		en.q.push(e, f.compression, lookup)
 		if len(en.q.events) == 0 {
@@ -145,6 +137,49 @@ func (f *fifo[T]) Push(key string, e event.Event[T], mark bool) {
 	}
 }
 
+// PushEntry is Push for a fifo with an index, given the key's entry: the lookup that
+// found the entry is the only one of the push. What the consumer knows is the entry's
+// object.
+func (f *fifo[T]) PushEntry(en *Entry[T], e event.Event[T], mark bool) {
+	lookup := func() bool { return en.known }
+	if !en.inLine {
+		en.q.events = append(en.q.events, e)
+		if (e.Type == event.Deleted || e.Sync && e.Type == event.Modified) && !en.q.knownBefore(lookup) {
+			// Nothing to delete, or a resync of an object no longer known.
+			en.q.reset()
+			f.index.Release(en)
+			return
+		}
+		f.link(en)
+	} else {
+		en.q.push(e, f.compression, lookup)
+		if len(en.q.events) == 0 {
+			f.unlink(en)
+			en.q.reset()
+			f.index.Release(en)
+			return
+		}
+	}
+	if mark && !en.marked {
+		en.marked = true
+		f.marked++
+	}
+}
+
+// link appends en to the line.
+func (f *fifo[T]) link(en *Entry[T]) {
+	f.pending++
+	en.inLine = true
+	en.rvBefore = f.rv
+	en.prev = f.tail
+	if f.tail != nil {
+		f.tail.next = en
+	} else {
+		f.head = en
+	}
+	f.tail = en
+}
+
 // Pop removes the key that has been pending longest and appends its events, oldest first,
 // to buf, returning the key, the extended buf and whether the key was marked. ok is false
 // when nothing is pending. Passing the previous call's buf[:0] makes popping allocation
@@ -156,6 +191,12 @@ func (f *fifo[T]) Pop(buf []event.Event[T]) (key string, events []event.Event[T]
 	}
 	key, events, marked = en.key, append(buf, en.q.events...), en.marked
 	f.unlink(en)
+	if f.index != nil {
+		en.q.reset()
+		en.marked = false
+		f.retiring = append(f.retiring, en)
+		return key, events, marked, true
+	}
 	f.linkPopped(en)
 	if f.pending == 0 {
 		f.emptied()
@@ -168,6 +209,12 @@ func (f *fifo[T]) Pop(buf []event.Event[T]) (key string, events []event.Event[T]
 // Pending returns key's queue, or nil if nothing is pending for key. The queue must not be
 // changed and is valid until the next Push or Pop.
 func (f *fifo[T]) Pending(key string) *eventQueue[T] {
+	if f.index != nil {
+		if en := f.index.Lookup(key); en != nil && en.inLine {
+			return &en.q
+		}
+		return nil
+	}
 	if en, ok := f.entries[key]; ok && !en.out {
 		return &en.q
 	}
@@ -196,7 +243,17 @@ func (f *fifo[T]) Keys() []string {
 // Clear drops every pending key and event, and the recycled entries, so that nothing the
 // FIFO held stays reachable through it.
 func (f *fifo[T]) Clear() {
-	*f = fifo[T]{entries: make(map[string]*entry[T]), compression: f.compression, known: f.known, rv: f.rv}
+	if f.index != nil {
+		f.releaseRetiring()
+		for en := f.head; en != nil; en = f.head {
+			f.unlink(en)
+			en.q.reset()
+			en.marked = false
+			f.index.Release(en)
+		}
+		return
+	}
+	*f = fifo[T]{entries: make(map[string]*Entry[T]), compression: f.compression, known: f.known, rv: f.rv}
 }
 
 // watermark returns the resource version up to which every pushed event has been popped
@@ -225,7 +282,7 @@ func (f *fifo[T]) Len() int { return f.pending }
 func (f *fifo[T]) Marked() int { return f.marked }
 
 // remove drops a pending key whose events cancelled out.
-func (f *fifo[T]) remove(en *entry[T]) {
+func (f *fifo[T]) remove(en *Entry[T]) {
 	f.unlink(en)
 	delete(f.entries, en.key)
 	f.release(en)
@@ -235,7 +292,7 @@ func (f *fifo[T]) remove(en *entry[T]) {
 }
 
 // unlink takes en out of line.
-func (f *fifo[T]) unlink(en *entry[T]) {
+func (f *fifo[T]) unlink(en *Entry[T]) {
 	if en.prev != nil {
 		en.prev.next = en.next
 	} else {
@@ -246,7 +303,7 @@ func (f *fifo[T]) unlink(en *entry[T]) {
 	} else {
 		f.tail = en.prev
 	}
-	en.prev, en.next = nil, nil
+	en.prev, en.next, en.inLine = nil, nil, false
 	f.pending--
 	if en.marked {
 		f.marked--
@@ -254,9 +311,9 @@ func (f *fifo[T]) unlink(en *entry[T]) {
 }
 
 // linkPopped empties en's queue and adds it to the popped list; it stays in entries.
-func (f *fifo[T]) linkPopped(en *entry[T]) {
+func (f *fifo[T]) linkPopped(en *Entry[T]) {
 	clear(en.q.events)
-	*en = entry[T]{key: en.key, q: eventQueue[T]{events: en.q.events[:0]}, out: true, next: f.popped}
+	*en = Entry[T]{key: en.key, q: eventQueue[T]{events: en.q.events[:0]}, out: true, next: f.popped}
 	if f.popped != nil {
 		f.popped.prev = en
 	}
@@ -265,7 +322,7 @@ func (f *fifo[T]) linkPopped(en *entry[T]) {
 }
 
 // unlinkPopped takes en, with its empty queue, out of the popped list.
-func (f *fifo[T]) unlinkPopped(en *entry[T]) {
+func (f *fifo[T]) unlinkPopped(en *Entry[T]) {
 	if en.prev != nil {
 		en.prev.next = en.next
 	} else {
@@ -283,7 +340,7 @@ func (f *fifo[T]) unlinkPopped(en *entry[T]) {
 func (f *fifo[T]) emptied() {
 	switch {
 	case f.grown > shrinkPeak && f.peak < f.grown/4:
-		f.entries = make(map[string]*entry[T])
+		f.entries = make(map[string]*Entry[T])
 		f.grown = 0
 	case f.npopped <= clearPeak:
 		for en := f.popped; en != nil; en = en.next {
@@ -299,7 +356,7 @@ func (f *fifo[T]) emptied() {
 // compact makes a new map of the pending keys alone, when the popped ones far outnumber
 // them: it costs one insertion per pending key, fewer than the popped keys it drops.
 func (f *fifo[T]) compact() {
-	m := make(map[string]*entry[T], f.pending)
+	m := make(map[string]*Entry[T], f.pending)
 	for en := f.head; en != nil; en = en.next {
 		m[en.key] = en
 	}
@@ -319,7 +376,7 @@ func (f *fifo[T]) releasePopped() {
 	}
 }
 
-func (f *fifo[T]) alloc() *entry[T] {
+func (f *fifo[T]) alloc() *Entry[T] {
 	if en := f.free; en != nil {
 		f.free = en.next
 		f.nfree--
@@ -332,20 +389,32 @@ func (f *fifo[T]) alloc() *entry[T] {
 		f.unlinkPopped(en)
 		delete(f.entries, en.key)
 		clear(en.q.events)
-		*en = entry[T]{q: eventQueue[T]{events: en.q.events[:0]}}
+		*en = Entry[T]{q: eventQueue[T]{events: en.q.events[:0]}}
 		return en
 	}
-	en := &entry[T]{}
+	en := &Entry[T]{}
 	en.q.events = en.first[:0]
 	return en
 }
 
-func (f *fifo[T]) release(en *entry[T]) {
+func (f *fifo[T]) release(en *Entry[T]) {
 	if f.nfree >= maxFree {
 		return
 	}
 	clear(en.q.events)
-	*en = entry[T]{q: eventQueue[T]{events: en.q.events[:0]}, next: f.free}
+	*en = Entry[T]{q: eventQueue[T]{events: en.q.events[:0]}, next: f.free}
 	f.free = en
 	f.nfree++
+}
+
+// releaseRetiring hands the entries popped since the last call back to the index, once
+// the consumer has applied their events: the index drops those that hold no object.
+func (f *fifo[T]) releaseRetiring() {
+	for _, en := range f.retiring {
+		if !en.inLine {
+			f.index.Release(en)
+		}
+	}
+	clear(f.retiring)
+	f.retiring = f.retiring[:0]
 }

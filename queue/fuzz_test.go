@@ -9,6 +9,10 @@ import (
 	"github.com/typedinformer/typedinformer/queue"
 )
 
+// fuzzEvents are the kinds of event the fuzz targets push, one per byte value modulo
+// their number (the first five are FuzzCompression's).
+var fuzzEvents = []func(rv string) ev{add, mod, del, syncMod, unknownDel, syncAdd}
+
 // FuzzCompression pushes random events for one key and checks the compression against a
 // model that applies every event in order: the queue never holds more than
 // MaxCompressedLen events, and applying the queue gives the same existence and the same
@@ -20,19 +24,7 @@ func FuzzCompression(f *testing.F) {
 		exists, last := known, ""
 		for i, b := range ops {
 			rv := strconv.Itoa(i + 1)
-			var e ev
-			switch b % 5 {
-			case 0:
-				e = add(rv)
-			case 1:
-				e = mod(rv)
-			case 2:
-				e = del(rv)
-			case 3:
-				e = syncMod(rv)
-			case 4:
-				e = unknownDel(rv)
-			}
+			e := fuzzEvents[b%5](rv)
 			if e.Sync && e.Type == event.Modified && !exists {
 				continue // resyncs only ever come for objects the cache holds
 			}

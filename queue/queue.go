@@ -49,6 +49,13 @@ func (q *eventQueue[T]) knownBefore(lookup func() bool) bool {
 	return q.known == knownYes
 }
 
+// reset empties the queue of a key that is no longer pending, keeping its array, and
+// forgets whether the consumer knew the key.
+func (q *eventQueue[T]) reset() {
+	clear(q.events)
+	q.events, q.known = q.events[:0], knownUnset
+}
+
 // Events returns the pending events, oldest first. The slice is the queue's own and must
 // not be changed.
 func (q *eventQueue[T]) Events() []event.Event[T] { return q.events }

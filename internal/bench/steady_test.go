@@ -1,10 +1,6 @@
 package bench
 
-import (
-	"testing"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
+import "testing"
 
 // steadyBatch is how many modifications one op of BenchmarkSteadyState streams: enough
 // for a meaningful figure with -benchtime 1x (one op), as `make bench` runs it.
@@ -29,11 +25,7 @@ func benchSteadyState(b *testing.B, lib library, d *Dataset) {
 		}
 		caughtUp := rec.expectFinals(d.Touched())
 		m.begin(b)
-		for i := range d.Events {
-			if !w.Send(d.Event(i)) {
-				b.Fatal("the watch was stopped during the benchmark")
-			}
-		}
+		pushAll(b, w, d)
 		wait(b, caughtUp, "the handler to see the last state of every key")
 		m.end(b)
 	}
@@ -52,41 +44,15 @@ const watchAlone = "watch-alone"
 func benchWatchAlone(b *testing.B, d *Dataset) {
 	defer checkLeaks(b, nil)()
 	b.StopTimer()
-	w, err := NewSource(d.List).Watch(b.Context(), metav1.ListOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	read := make(chan int)
-	go func() {
-		n := 0
-		for e := range w.ResultChan() {
-			if e.Object != nil {
-				n++
-			}
-		}
-		read <- n
-	}()
 	gcNow()
 	b.ResetTimer()
 	var m allocMeter
 	for op := range b.N {
 		if op > 0 {
-			b.StopTimer()
 			d.Renew()
 			gcNow()
-			b.StartTimer()
 		}
-		m.begin(b)
-		for i := range d.Events {
-			if !w.(*Watch).Send(d.Event(i)) {
-				b.Fatal("the watch was stopped during the benchmark")
-			}
-		}
-		m.end(b)
-	}
-	w.Stop()
-	if n := <-read; n != b.N*d.Events {
-		b.Fatalf("the reader got %d events, want %d", n, b.N*d.Events)
+		streamAlone(b, d, &m)
 	}
 	b.ReportMetric(float64(b.N*d.Events)/m.elapsed.Seconds(), "events/s")
 	m.report(b, b.N*d.Events, "event")

@@ -181,14 +181,14 @@ func (s *served) listedOK() {
 }
 
 // watching is called before a watch goes to the server: it returns an error that makes
-// the reflector relist, when it must relist first.
+// the reflector relist, when it must relist first. Only a list clears that: a probe for
+// progress watches through the gate too, and may come before the cache's own watch.
 func (s *served) watching() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.relist {
 		return nil
 	}
-	s.relist = false
 	return apierrors.NewResourceExpired(fmt.Sprintf("%s is served again after an outage: relisting", s.resource))
 }
 

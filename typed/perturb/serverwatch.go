@@ -80,12 +80,14 @@ type rawEvent struct {
 }
 
 // gone is what a watch that lost events in a window ends with, as a server whose watch
-// cache no longer has the watch's resource version answers.
+// cache no longer has the watch's resource version answers, framed with its newline.
+// Gates write it as it is: appending to a shared slice would write into its spare
+// capacity from every gate at once.
 var gone = func() []byte {
 	status := apierrors.NewResourceExpired("perturb: the watch was disconnected; too old resource version").ErrStatus
 	status.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"} // as the server sends it, for decoders that need the kind
 	b, _ := json.Marshal(metav1.WatchEvent{Type: string(watch.Error), Object: runtime.RawExtension{Object: &status}})
-	return b
+	return append(b, '\n')
 }()
 
 // gate returns the body of a process's watch of gvr as the window lets it through: in a
@@ -135,7 +137,7 @@ func (r *run) gate(gvr schema.GroupVersionResource, body io.ReadCloser) io.ReadC
 			}
 			if within != nil && w != within {
 				if within.window.drop {
-					_, _ = pw.Write(append(gone, '\n'))
+					_, _ = pw.Write(gone)
 					pw.Close()
 					return
 				}

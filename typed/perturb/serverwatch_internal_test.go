@@ -18,11 +18,18 @@ func serverEvent(typ watch.EventType, rv int) string {
 }
 
 // gatedRun is a run on a Server as far as the gate needs one, and a watch of ConfigMaps
-// through its gate: what the server sends goes to send, what the cache reads comes from
-// next.
+// through its gate (see gatedWatch).
 func gatedRun(t *testing.T) (r *run, send func(string), next func() (string, bool)) {
 	t.Helper()
 	r = &run{h: &harness{opts: Options{Window: time.Minute}}, winCh: make(chan struct{})}
+	send, next = gatedWatch(t, r)
+	return r, send, next
+}
+
+// gatedWatch is a watch of ConfigMaps through r's gate: what the server sends goes to
+// send, what the cache reads comes from next.
+func gatedWatch(t *testing.T, r *run) (send func(string), next func() (string, bool)) {
+	t.Helper()
 	server, w := io.Pipe()
 	body := r.gate(configMaps, server)
 	t.Cleanup(func() { body.Close(); w.Close() })
@@ -56,7 +63,7 @@ func gatedRun(t *testing.T) (r *run, send func(string), next func() (string, boo
 			return "", true
 		}
 	}
-	return r, send, next
+	return send, next
 }
 
 func TestServerWatchesLagAndDisconnectAtTheTransport(t *testing.T) {
@@ -112,6 +119,31 @@ func TestServerWatchesLagAndDisconnectAtTheTransport(t *testing.T) {
 		}
 		if e, ok := next(); ok {
 			t.Fatalf("after the 410: %q; want the watch ended", e)
+		}
+	})
+	t.Run("watches a disconnection ends at once each get their 410 Gone", func(t *testing.T) {
+		// A cache's watch and a probe for progress watch the same resource; their gates
+		// end together when the window closes (a data race on the shared 410 event once).
+		r, send, next := gatedRun(t)
+		send2, next2 := gatedWatch(t, r)
+		r.mu.Lock()
+		r.openServerWindow(configMaps, true, false, 5)
+		r.mu.Unlock()
+		send(serverEvent(watch.Added, 1)) // dropped: each gate has seen the window open
+		send2(serverEvent(watch.Added, 1))
+		if e, _ := next(); e != "" {
+			t.Fatalf("within the window: %q delivered", e)
+		}
+		if e, _ := next2(); e != "" {
+			t.Fatalf("within the window: %q delivered", e)
+		}
+		r.mu.Lock()
+		r.closeServerWindowLocked()
+		r.mu.Unlock()
+		for _, next := range []func() (string, bool){next, next2} {
+			if e, _ := next(); e != "ERROR Status@410" {
+				t.Fatalf("at the window's end: %q; want the 410 Gone", e)
+			}
 		}
 	})
 }
