@@ -44,3 +44,9 @@ var ErrListerWatcherPanicked = errors.New("ListerWatcher panicked")
 // eventcache.ErrCallbackPanicked, which a KeyFunc's or IndexFunc's panic wraps too, so
 // that one errors.Is finds a panic of any callback of the pipeline.
 var ErrCallbackPanicked = eventcache.ErrCallbackPanicked
+
+// ErrWatchListStalled is reported, wrapped, when a watch-list request's stream delivered
+// no event for WatchListStall before the bookmark that ends its initial events: the
+// ListerWatcher accepted sendInitialEvents without honouring it. The reflector stops that
+// watch and lists with paged lists from then on.
+var ErrWatchListStalled = errors.New("watch-list stalled: its initial events never ended")

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/typedinformer/typedinformer/controller/fake"
 	"github.com/typedinformer/typedinformer/event"
@@ -48,4 +49,16 @@ func Example() {
 	// replace: 1 objects at resource version 1 (complete)
 	// add: ADDED b
 	// last resource version: 2
+}
+
+// WatchListUnsupported tells the clients whose watches would never end a watch-list's
+// initial events, such as the typed clients of client-go's fake clientset, from those
+// that serve it, such as controller/fake's ListerWatcher: a reflector with
+// Options.WatchList lists over the former.
+func ExampleWatchListUnsupported() {
+	fmt.Println("client-go's fake clientset:", reflect.WatchListUnsupported(kubefake.NewClientset().CoreV1().ConfigMaps("default")))
+	fmt.Println("controller/fake:", reflect.WatchListUnsupported(fake.New[*corev1.ConfigMap, *corev1.ConfigMapList]()))
+	// Output:
+	// client-go's fake clientset: true
+	// controller/fake: false
 }

@@ -6,7 +6,9 @@
 //   - List (paged), then Replace the cache with the result, then watch from the list's
 //     resource version with bookmarks. With Options.WatchList, the list is instead a
 //     streaming watch-list request (sendInitialEvents) on servers that offer it, with a
-//     fall back to a plain list on servers that reject it.
+//     fall back to a paged list on servers that reject it, for a ListerWatcher that says
+//     it cannot serve it (WatchListUnsupported: client-go's fakes), and after a stream
+//     whose initial events stall (ErrWatchListStalled).
 //   - When a watch ends, watch again from the last resource version seen, without a
 //     relist. When the server answers 410 Gone or "resource version too old", or says the
 //     version is newer than it has ("too large resource version", as a server that lags
@@ -123,8 +125,18 @@ type Options[T event.Object] struct {
 	ResyncPeriod time.Duration
 	// PageSize is the list page size; 500 when zero.
 	PageSize int64
-	// WatchList turns on the streaming watch-list protocol for the initial state, with a
-	// fall back to a paged list on servers that reject it.
+	// WatchList turns on the streaming watch-list protocol for the initial state and
+	// every relist: the objects come as watch events, decoded one at a time, instead of
+	// list pages held whole, so that a sync's peak memory is the cache's. It falls back
+	// to paged lists, for good, on a server that rejects it, for a ListerWatcher that
+	// says it cannot serve it (WatchListUnsupported), and after a stream that stalled
+	// (ErrWatchListStalled, reported). It is off by default here and in
+	// controller.Options: a Reflector takes any ListerWatcher, often one written by hand
+	// over something that accepts a watch-list request and never ends its initial
+	// events, which it could then tell only after WatchListStall, a delay on every
+	// start. The Manager builds its caches' ListerWatchers from clients it can ask
+	// (WatchListUnsupported), so there it is on by default (typed/manager's
+	// Options.NoWatchList turns it off).
 	WatchList bool
 	// Backoff is the backoff between failed list or watch attempts; DefaultBackoff when
 	// zero.
@@ -170,8 +182,11 @@ type Reflector[T event.Object, L List] struct {
 	lastRV string
 	// relist forces the next cycle to list, after 410 Gone.
 	relist bool
-	// watchListUnsupported is set once the server has rejected a watch-list request.
+	// watchListUnsupported is set once the ListerWatcher has said it cannot serve
+	// watch-list (WatchListUnsupported), or has rejected or stalled a watch-list request.
 	watchListUnsupported bool
+	// watchListAsked is set once WatchListUnsupported has been asked.
+	watchListAsked bool
 	// progress asks the watch loop for a bookmark (see RequestProgress); capacity 1, so
 	// that requests made while one is pending are one.
 	progress chan struct{}
@@ -528,16 +543,33 @@ func (r *Reflector[T, L]) listRV(watchList bool) string {
 // open watch and its result channel, to be continued.
 func (r *Reflector[T, L]) list(ctx context.Context) (watch.Interface, <-chan watch.Event, error) {
 	start := r.clock.Now()
+	if r.opts.WatchList && !r.watchListAsked {
+		r.watchListAsked = true
+		// The ListerWatcher's IsWatchListSemanticsUnSupported is code at the boundary too.
+		unsupported, err := callLW("IsWatchListSemanticsUnSupported", func() (bool, error) { return WatchListUnsupported(r.lw), nil })
+		if err != nil {
+			r.report(ctx, fmt.Errorf("%s: %w; listing instead", r.opts.Name, err))
+			unsupported = true
+		}
+		if unsupported {
+			// As client-go's reflector says it: expected of a fake in unit tests.
+			klog.FromContext(ctx).V(2).Info("the ListerWatcher does not support watch-list, listing instead", "reflector", r.opts.Name, "listerWatcher", fmt.Sprintf("%T", r.lw))
+			r.watchListUnsupported = true
+		}
+	}
 	if r.opts.WatchList && !r.watchListUnsupported {
 		w, events, n, err := r.watchList(ctx)
-		if err == nil {
+		switch {
+		case err == nil:
 			r.listed(ctx, n, start)
 			return w, events, nil
-		}
-		if !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) && !apierrors.IsMethodNotSupported(err) {
+		case errors.Is(err, ErrWatchListStalled):
+			r.report(ctx, fmt.Errorf("%s: %w; listing instead, from now on", r.opts.Name, err))
+		case apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) || apierrors.IsMethodNotSupported(err):
+			klog.FromContext(ctx).V(2).Info("server rejected watch-list, falling back to list", "reflector", r.opts.Name, "err", err)
+		default:
 			return nil, nil, r.classify(listError{err})
 		}
-		klog.FromContext(ctx).V(2).Info("server rejected watch-list, falling back to list", "reflector", r.opts.Name, "err", err)
 		r.watchListUnsupported = true
 	}
 	// partial holds the errors of the pages the ListerWatcher could read only in part. The
@@ -627,6 +659,10 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 	}
 	var items []T
 	completeness := eventcache.CompleteList
+	// The stall timer fires every WatchListStall; a period without any event is a stall.
+	stall := r.clock.NewTimer(WatchListStall)
+	defer stall.Stop()
+	quiet := true
 	for {
 		var e watch.Event
 		var ok bool
@@ -634,8 +670,17 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 		case <-ctx.Done():
 			w.Stop()
 			return nil, nil, 0, ctx.Err()
+		case <-stall.C():
+			if quiet {
+				w.Stop()
+				return nil, nil, 0, fmt.Errorf("%w: no event for %v after %d initial events from a %T", ErrWatchListStalled, WatchListStall, len(items), r.lw)
+			}
+			quiet = true
+			stall.Reset(WatchListStall)
+			continue
 		case e, ok = <-events:
 		}
+		quiet = false
 		if !ok {
 			w.Stop()
 			return nil, nil, 0, fmt.Errorf("watch-list: watch closed before the initial events ended")

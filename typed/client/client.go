@@ -85,6 +85,20 @@ func FromDynamic[T event.Object](client dynamic.ResourceInterface) *Dynamic[T] {
 
 var _ controller.ListerWatcher[*unstructured.Unstructured, *List[*unstructured.Unstructured]] = (*Dynamic[*unstructured.Unstructured])(nil)
 
+// IsWatchListSemanticsUnSupported answers for the client d reads through (see
+// reflect.WatchListUnsupported): true over client-go's dynamic fake, whose watch
+// accepts a watch-list request and never ends its initial events, so that a reflector
+// with watch-list on lists instead.
+func (d *Dynamic[T]) IsWatchListSemanticsUnSupported() bool {
+	switch {
+	case d == nil:
+		return false
+	case d.direct != nil:
+		return reflect.WatchListUnsupported(d.direct.client)
+	}
+	return reflect.WatchListUnsupported(d.client)
+}
+
 // New returns a new, empty object of type T: for a pointer type such as *corev1.Pod, a
 // pointer to its zero value, what a decoder fills in.
 func New[T event.Object]() T {

@@ -425,7 +425,7 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 			Transform:    cacheTransform(o.Transform, m.opts),
 			OnError:      reportCacheError(name),
 			ResyncPeriod: m.opts.ResyncPeriod,
-			WatchList:    m.opts.WatchList,
+			WatchList:    !m.opts.NoWatchList,
 		},
 		Metrics:         m.opts.Metrics,
 		DetectMutations: m.opts.DetectMutations,
@@ -438,6 +438,7 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 	if err != nil {
 		return nil, fmt.Errorf("cache %s: %w", name, err)
 	}
+	s.notifyApplied = c.NotifyApplied
 	// The Acquire that creates the entry adds its indexes, as any other does.
 	return &entry{
 		key:     key,

@@ -122,7 +122,7 @@ func TestAcquireSharesOneWatchPerTypeScopeSelectorsAndTransform(t *testing.T) {
 			if err := f.WaitForWatchers(testContext(t), tc.watches); err != nil {
 				t.Fatal(err)
 			}
-			got := map[string]int{"lists": f.ListCalls(), "watches": f.Watching()}
+			got := map[string]int{"lists": lists(f), "watches": f.Watching()}
 			want := map[string]int{"lists": tc.watches, "watches": tc.watches}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("requests to the server (-want +got):\n%s", diff)
@@ -228,7 +228,7 @@ func TestConcurrentAcquireAndRelease(t *testing.T) {
 			}
 			wg.Wait()
 			if tc.held {
-				if n := f.ListCalls(); n != 1 {
+				if n := lists(f); n != 1 {
 					t.Errorf("the cache listed %d times while a handle was held throughout, want once", n)
 				}
 				receive(t, holder.Release(), "the cache stops with its last handle")
@@ -447,8 +447,8 @@ func TestACacheAcquiredBeforeRunStartsWithTheManager(t *testing.T) {
 	m := manager.New(manager.Options{})
 	c := acquire(t, m, source(f))
 	defer c.Release()
-	if f.ListCalls() != 0 || c.HasSynced() {
-		t.Fatalf("before Run: %d lists, synced %v; want none, false", f.ListCalls(), c.HasSynced())
+	if lists(f) != 0 || c.HasSynced() {
+		t.Fatalf("before Run: %d lists, synced %v; want none, false", lists(f), c.HasSynced())
 	}
 	run(t, m)
 	if err := c.WaitForSync(testContext(t)); err != nil {

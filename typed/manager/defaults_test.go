@@ -12,10 +12,10 @@ import (
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
 
-// A cache lists its initial state by default; with Options.WatchList it streams it, and
-// falls back to a paged list on a server that refuses watch-list; each way it syncs with
-// the same objects.
-func TestCachesStreamTheInitialStateWhenAskedAndFallBackToLists(t *testing.T) {
+// A cache streams its initial state by default, falls back to a paged list on a server
+// that refuses watch-list, and pages it always with Options.NoWatchList; each way it
+// syncs with the same objects.
+func TestCachesStreamTheInitialStateUnlessToldAndFallBackToLists(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		opts        manager.Options
@@ -23,9 +23,9 @@ func TestCachesStreamTheInitialStateWhenAskedAndFallBackToLists(t *testing.T) {
 		wantList    bool
 		wantWatches bool // a watch-list request was made
 	}{
-		{name: "default", wantList: true},
-		{name: "WatchList", opts: manager.Options{WatchList: true}, wantWatches: true},
-		{name: "WatchList, the server refuses it", opts: manager.Options{WatchList: true}, refused: true, wantList: true, wantWatches: true},
+		{name: "default", wantWatches: true},
+		{name: "default, the server refuses watch-list", refused: true, wantList: true, wantWatches: true},
+		{name: "NoWatchList", opts: manager.Options{NoWatchList: true}, wantList: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := fake.New[cm, cmList](configMap("a", "one", nil), configMap("a", "two", nil))

@@ -37,8 +37,10 @@
 // What a cache holds costs as little memory as the Manager can make it by default: it
 // drops managedFields and makes the strings objects repeat share one copy
 // (client.StripManagedFields, then client.InternStrings, before CacheOptions.Transform);
-// Options.KeepManagedFields and Options.NoStringInterning turn either off. Options.WatchList
-// streams initial lists instead of paging them.
+// Options.KeepManagedFields and Options.NoStringInterning turn either off. It streams
+// initial lists with the watch-list protocol instead of paging them, falling back to
+// paged lists where the server or the client cannot serve it (client-go's fakes say so);
+// Options.NoWatchList pages them always.
 //
 // A transform is a function, which Go cannot compare: CacheOptions.TransformName
 // identifies it, and a cache whose transform has no name is shared with nobody. Indexes

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
@@ -103,22 +104,38 @@ func TestATypedNilHealthProbeListenerIsNone(t *testing.T) {
 	}
 }
 
-// panicsWhileNotServed answers its first List 404 Not Found, as for a custom resource
-// not installed, panics on the next (the check of whether it is served again), and
-// serves from then on.
+// panicsWhileNotServed answers its first list (a List, or the watch-list a cache starts
+// with by default) 404 Not Found, as for a custom resource not installed, panics on the
+// next (the check of whether it is served again), and serves from then on.
 type panicsWhileNotServed struct {
 	*cmFake
 	lists atomic.Int32
 }
 
-func (p *panicsWhileNotServed) List(ctx context.Context, opts metav1.ListOptions) (cmList, error) {
+func (p *panicsWhileNotServed) listed() error {
 	switch p.lists.Add(1) {
 	case 1:
-		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")
 	case 2:
 		panic("the ListerWatcher panicked")
 	}
+	return nil
+}
+
+func (p *panicsWhileNotServed) List(ctx context.Context, opts metav1.ListOptions) (cmList, error) {
+	if err := p.listed(); err != nil {
+		return nil, err
+	}
 	return p.cmFake.List(ctx, opts)
+}
+
+func (p *panicsWhileNotServed) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents != nil {
+		if err := p.listed(); err != nil {
+			return nil, err
+		}
+	}
+	return p.cmFake.Watch(ctx, opts)
 }
 
 // A ListerWatcher that panics while its cache waits for its resource to be served does not

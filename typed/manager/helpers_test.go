@@ -98,6 +98,18 @@ func sourceOf[T event.Object, L fake.List](f *fake.ListerWatcher[T, L]) manager.
 
 func source(f *cmFake) manager.Source[cm, cmList] { return sourceOf(f) }
 
+// lists counts the lists of f's objects a cache made: first pages of paged lists and
+// watch-list requests (a cache's default).
+func lists[T event.Object, L fake.List](f *fake.ListerWatcher[T, L]) int {
+	n := 0
+	for _, a := range f.Actions() {
+		if a.Verb == fake.VerbList && a.Options.Continue == "" || a.Verb == fake.VerbWatch && a.Options.SendInitialEvents != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // acquire is manager.Acquire that fails the test on an error.
 func acquire(t *testing.T, m *manager.Manager, src manager.Source[cm, cmList], opts ...manager.CacheOptions[cm]) *manager.Cache[cm] {
 	t.Helper()

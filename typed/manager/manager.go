@@ -118,17 +118,19 @@ type Options struct {
 	// finalizer removed, say) may go through its webhooks. Register its webhooks with
 	// webhook.For, or Server.Register, before or while it runs.
 	Webhook *webhook.Server
-	// WatchList, when true, makes every cache stream its initial state (and each relist)
-	// with the watch-list protocol (controller.Options.WatchList) instead of paged lists:
-	// the server sends the objects as watch events, decoded one at a time instead of a
-	// list response held whole, so that a sync's peak memory is the cache's rather than
-	// twice it; a cache falls back to paged lists on a server that refuses watch-list.
-	// Either way the read is consistent (DESIGN 19). It is off by default because
-	// client-go's fake clients, which users' unit tests give the Manager, accept a
-	// watch-list request and never end its initial events: a cache over them would never
-	// sync. (A custom resource read through client.ForResource streams its list item by
-	// item anyway.)
-	WatchList bool
+	// NoWatchList, when true, makes every cache list its initial state (and each relist)
+	// with paged lists. By default a cache streams it with the watch-list protocol
+	// (controller.Options.WatchList): the server sends the objects as watch events,
+	// decoded one at a time instead of list pages held whole, so that a sync's peak memory
+	// is the cache's rather than twice it (see the README's benchmarks). Either way the
+	// read is consistent (DESIGN 19). A cache lists instead, with no option, on a server
+	// that refuses watch-list, over a client that says it cannot serve it (client-go's
+	// fake clientset, dynamic and metadata fakes, the typed clients of any generated fake
+	// clientset: see reflect.WatchListUnsupported; a Source's own ListerWatcher says so
+	// by implementing IsWatchListSemanticsUnSupported() bool), and after a stream whose
+	// initial events stalled for reflect.WatchListStall (reported as
+	// reflect.ErrWatchListStalled).
+	NoWatchList bool
 	// KeepManagedFields, when true, keeps metadata.managedFields in the objects the
 	// caches hold. By default a cache drops them (client.StripManagedFields, before
 	// CacheOptions.Transform): they are often most of an object's size, controllers

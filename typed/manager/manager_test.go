@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/controller/fake"
@@ -220,20 +221,36 @@ func TestShutdownLetsInFlightReconcilesFinishThenStopsCaches(t *testing.T) {
 	}
 }
 
-// gatedSecrets is a ListerWatcher whose List waits until open is closed: its cache cannot
-// sync before.
+// gatedSecrets is a ListerWatcher whose initial reads, a List or a watch-list, wait until
+// open is closed: its cache cannot sync before.
 type gatedSecrets struct {
 	controller.ListerWatcher[secret, secretList]
 	open chan struct{}
 }
 
-func (g gatedSecrets) List(ctx context.Context, opts metav1.ListOptions) (secretList, error) {
+func (g gatedSecrets) wait(ctx context.Context) error {
 	select {
 	case <-g.open:
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
+	}
+}
+
+func (g gatedSecrets) List(ctx context.Context, opts metav1.ListOptions) (secretList, error) {
+	if err := g.wait(ctx); err != nil {
+		return nil, err
 	}
 	return g.ListerWatcher.List(ctx, opts)
+}
+
+func (g gatedSecrets) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents != nil {
+		if err := g.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return g.ListerWatcher.Watch(ctx, opts)
 }
 
 // A Loop over a cache of several namespaces reconciles each key of them, and the keys

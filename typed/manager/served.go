@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -60,6 +61,9 @@ type served struct {
 	relist  bool            // the reflector must relist before it watches again
 	listed  bool            // a list succeeded while resuming
 	waiters sync.WaitGroup
+	// notifyApplied is the controller's NotifyApplied, set before it runs: a watch-list
+	// that resumes the cache replaces it as its events come, after the gate's last call.
+	notifyApplied func(rv uint64, fn func()) (stop func() bool, reached bool)
 }
 
 func newServed(cache, resource string, await func(ctx context.Context) bool) *served {
@@ -188,6 +192,38 @@ func (s *served) watching() error {
 	return apierrors.NewResourceExpired(fmt.Sprintf("%s is served again after an outage: relisting", s.resource))
 }
 
+// resuming reports whether the resource is served again and the cache has not relisted.
+func (s *served) resuming() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil && !s.waiting
+}
+
+// streamed is called after the watch-list of a resumption opened, with rv, the resource
+// version of a consistent read made just before it: the watch-list's initial state is
+// at least as new, so the cache serves again once it has applied rv, which the
+// watch-list's replace of the cache does (and a list would have done before the watch).
+func (s *served) streamed(rv string) {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err == nil && s.notifyApplied != nil {
+		if _, reached := s.notifyApplied(n, s.relisted); !reached {
+			return
+		}
+	}
+	s.relisted() // versions that do not compare: as soon as the relist is under way
+}
+
+// relisted makes a resuming cache serve again, unless another outage began meanwhile.
+func (s *served) relisted() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil || s.waiting {
+		return
+	}
+	s.listed, s.err = false, nil
+	close(s.ready)
+}
+
 // watchedOK is called after a watch opened: after the relist of a resumption, the cache
 // serves again.
 func (s *served) watchedOK() {
@@ -205,6 +241,12 @@ func (s *served) watchedOK() {
 type gate[T event.Object, L reflect.List] struct {
 	lw controller.ListerWatcher[T, L]
 	s  *served
+}
+
+// IsWatchListSemanticsUnSupported answers for the ListerWatcher the gate wraps (see
+// reflect.WatchListUnsupported): the reflector sees that one only through the gate.
+func (g gate[T, L]) IsWatchListSemanticsUnSupported() bool {
+	return reflect.WatchListUnsupported(g.lw)
 }
 
 func (g gate[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
@@ -228,8 +270,15 @@ func (g gate[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 		return nil, err
 	}
 	watchList := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	from := "" // for the watch-list of a resumption, a resource version read before it
 	if watchList {
 		g.s.listing()
+		if g.s.resuming() {
+			var err error
+			if from, err = g.consistentRV(ctx, opts); err != nil {
+				return nil, err
+			}
+		}
 	} else if err := g.s.watching(); err != nil {
 		return nil, err
 	}
@@ -237,12 +286,29 @@ func (g gate[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 	switch {
 	case apierrors.IsNotFound(err):
 		return w, g.s.notServed(err)
+	case err == nil && from != "":
+		g.s.streamed(from)
 	case err == nil && watchList:
 		g.s.listedOK()
 	case err == nil:
 		g.s.watchedOK()
 	}
 	return w, err
+}
+
+// consistentRV returns the resource version of a consistent read of one object with
+// opts' selectors.
+func (g gate[T, L]) consistentRV(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	l, err := g.lw.List(ctx, metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector, Limit: 1})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", g.s.notServed(err)
+	case err != nil && !errors.Is(err, reflect.ErrIncompleteList):
+		return "", err
+	case guard.IsNil(l):
+		return "", fmt.Errorf("%w: List returned %#v", reflect.ErrNilResult, l)
+	}
+	return l.GetResourceVersion(), nil
 }
 
 // reportCacheError is a shared controller's error handler: it logs as the controller

@@ -190,8 +190,15 @@ func wantServed(t *testing.T, m *manager.Manager, c *manager.Cache[cm]) {
 // retrying, says why it is not synced, and resumes once the resource is served again:
 // its handlers and loops, untouched, get the objects listed then as additions, and live
 // changes after. It learns that the resource is back from its CustomResourceDefinition
-// when it can, and by checking on a backoff otherwise.
+// when it can, and by checking on a backoff otherwise. It resumes with a watch-list (the
+// default) and with a paged list (NoWatchList).
 func TestACacheWhoseResourceIsRemovedStopsThenResumesWhenItIsServedAgain(t *testing.T) {
+	for _, paged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoWatchList=%v", paged), func(t *testing.T) { testRemovedThenResumed(t, paged) })
+	}
+}
+
+func testRemovedThenResumed(t *testing.T, paged bool) {
 	for _, tc := range []struct {
 		name string
 		opts func(r *resource) manager.Options
@@ -219,7 +226,9 @@ func TestACacheWhoseResourceIsRemovedStopsThenResumesWhenItIsServedAgain(t *test
 		t.Run(tc.name, func(t *testing.T) {
 			r := newResource(t, configMap("a", "one", nil), configMap("a", "two", nil))
 			ctx, logs := loggedContext(t)
-			m := manager.New(tc.opts(r))
+			opts := tc.opts(r)
+			opts.NoWatchList = paged
+			m := manager.New(opts)
 			src := r.source()
 			if !tc.gvr {
 				src.GroupVersionResource = schema.GroupVersionResource{}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/watchlist"
 
 	"github.com/typedinformer/typedinformer/controller"
 	"github.com/typedinformer/typedinformer/event"
@@ -78,14 +79,29 @@ func Dynamic(client dynamic.Interface, gvr schema.GroupVersionResource, clusterS
 	if guard.IsNil(client) {
 		return s // Acquire reports the missing ListerWatcher
 	}
+	// The resource clients of a dynamic.Interface that says it cannot serve watch-list
+	// say so too.
+	unsupported := watchlist.DoesClientNotSupportWatchListSemantics(client)
 	s.ListerWatcher = func(ns string) controller.ListerWatcher[*unstructured.Unstructured, *unstructured.UnstructuredList] {
-		if clusterScoped {
-			return client.Resource(gvr)
+		var lw controller.ListerWatcher[*unstructured.Unstructured, *unstructured.UnstructuredList] = client.Resource(gvr)
+		if !clusterScoped {
+			lw = client.Resource(gvr).Namespace(ns)
 		}
-		return client.Resource(gvr).Namespace(ns)
+		if unsupported {
+			return noWatchList[*unstructured.Unstructured, *unstructured.UnstructuredList]{lw}
+		}
+		return lw
 	}
 	return s
 }
+
+// noWatchList is the ListerWatcher of a client that says it cannot serve watch-list.
+type noWatchList[T event.Object, L reflect.List] struct {
+	controller.ListerWatcher[T, L]
+}
+
+// IsWatchListSemanticsUnSupported says that watch-list cannot be used.
+func (noWatchList[T, L]) IsWatchListSemanticsUnSupported() bool { return true }
 
 // needsResource reports whether T stands for any resource, so that only
 // Source.Resource tells two caches of it apart.

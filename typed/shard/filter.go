@@ -64,6 +64,13 @@ func Filter[T event.Object, L reflect.List](lw controller.ListerWatcher[T, L], s
 	return f, nil
 }
 
+// IsWatchListSemanticsUnSupported answers for the ListerWatcher f filters (see
+// reflect.WatchListUnsupported), which a reflector sees only through f: over client-go's
+// fakes, a cache lists instead of waiting for initial events that never end.
+func (f *Filtered[T, L]) IsWatchListSemanticsUnSupported() bool {
+	return f != nil && reflect.WatchListUnsupported(f.lw)
+}
+
 // Selector returns the shard selector sent to the server.
 func (f *Filtered[T, L]) Selector() string { return f.selector }
 

@@ -203,11 +203,12 @@ func TestLoopsOnOneSharderShareOneWatchPerShardAndRelatedByUIDSharesTheManagersC
 		return ok && s.StringData["v"] == "2"
 	})
 
-	// One List and one Watch per shard held, whatever the loops on it; one of all
-	// Secrets, whoever asked for it.
+	// One watch-list (a Manager's cache lists with one by default, and watches on with
+	// it) per shard held, whatever the loops on it; one of all Secrets, whoever asked for
+	// it.
 	wantOpened := map[string][]string{
-		space.Selector([]int{0}): {fake.VerbList, fake.VerbWatch},
-		space.Selector([]int{1}): {fake.VerbList, fake.VerbWatch},
+		space.Selector([]int{0}): {fake.VerbWatch},
+		space.Selector([]int{1}): {fake.VerbWatch},
 	}
 	if diff := cmp.Diff(wantOpened, opened(cmFake)); diff != "" {
 		t.Errorf("ConfigMaps listed and watched, by shard selector (-want +got):\n%s", diff)
@@ -226,7 +227,7 @@ func TestLoopsOnOneSharderShareOneWatchPerShardAndRelatedByUIDSharesTheManagersC
 	if n := cmFake.Watching(); n != space.Shards {
 		t.Errorf("%d watches of ConfigMaps open, want %d: one per shard held", n, space.Shards)
 	}
-	if diff := cmp.Diff(map[string][]string{"": {fake.VerbList, fake.VerbWatch}}, opened(secretFake)); diff != "" {
+	if diff := cmp.Diff(map[string][]string{"": {fake.VerbWatch}}, opened(secretFake)); diff != "" {
 		t.Errorf("Secrets listed and watched, by shard selector (-want +got):\n%s", diff)
 	}
 	if n := secretFake.Watching(); n != 1 {

@@ -5,8 +5,11 @@
 // its own, so that CPU time, heap and peak RSS are that library's alone; the subjects
 // run one after the other, in a rotating order, for several rounds, and the table gives
 // medians and their ratios. It is a module of its own so that controller-runtime never
-// enters the library's go.mod; `make bench` runs it. With REALAPI_PROFILE set to a
-// directory, each subject writes a CPU profile there (lib-kind-scenario.pprof).
+// enters the library's go.mod; `make bench` runs it. With -profile dir (or
+// REALAPI_PROFILE=dir), each subject writes a CPU profile there
+// (lib-kind-scenario.pprof). With -paged, typedinformer with paged initial lists
+// (manager.Options.NoWatchList) runs as a fourth subject, for an A/B of its watch-list
+// default in the same run.
 package main
 
 import (
@@ -41,9 +44,10 @@ import (
 
 var (
 	libs = []string{"typedinformer", "controller-runtime", "client-go"}
-	// typedinformerWatchList is -watchlist, passed on to the typedinformer subjects.
-	typedinformerWatchList bool
 )
+
+// pagedLib is the subject -paged adds: typedinformer with manager.Options.NoWatchList.
+const pagedLib = "typedinformer-paged"
 
 const (
 	widgetNS = "bench-widgets"
@@ -59,10 +63,9 @@ func main() {
 		ns := fs.String("namespace", "", "")
 		scenario := fs.String("scenario", "sync", "")
 		objects := fs.Int("objects", 0, "")
-		watchList := fs.Bool("watchlist", false, "")
 		n := fs.Int("n", 0, "")
 		_ = fs.Parse(os.Args[2:])
-		if err := runSubject(*kubeconfig, *lib, *kind, *ns, *scenario, *objects, *n, *watchList); err != nil {
+		if err := runSubject(*kubeconfig, *lib, *kind, *ns, *scenario, *objects, *n); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -74,8 +77,15 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds; the table gives medians")
 	only := flag.String("only", "", "comma-separated scenarios to run (crd-sync, crd-steady, pods); all when empty")
 	out := flag.String("o", "", "write the Markdown table to this file too")
-	flag.BoolVar(&typedinformerWatchList, "watchlist", false, "typedinformer's caches stream their initial lists (manager.Options.WatchList)")
+	paged := flag.Bool("paged", false, "also run typedinformer with paged initial lists (manager.Options.NoWatchList) as a fourth subject, for an A/B of the watch-list default in one run")
+	profile := flag.String("profile", "", "write a CPU profile of each subject into this directory (as REALAPI_PROFILE does)")
 	flag.Parse()
+	if *paged {
+		libs = append(libs, pagedLib)
+	}
+	if *profile != "" {
+		_ = os.Setenv("REALAPI_PROFILE", *profile) // the subjects inherit it
+	}
 	if err := run(*widgets, *updates, *pods, *rounds, *only, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "realapi:", err)
 		os.Exit(1)
@@ -159,9 +169,6 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 			row{"same: CPU to sync", rs, func(r result) float64 { return r.CPU.Seconds() * 1000 }, "ms", 0, ""})
 	}
 	table := render(rows, rounds, load, loadavg())
-	if typedinformerWatchList {
-		table += "\ntypedinformer's caches with manager.Options.WatchList.\n"
-	}
 	fmt.Print(table)
 	if out != "" {
 		return os.WriteFile(out, []byte(table), 0o644)
@@ -193,7 +200,7 @@ func runChild(kubeconfig, lib, kind, ns, scenario string, objects, n int, drive 
 	if err != nil {
 		return result{}, err
 	}
-	cmd := exec.Command(self, "subject", "-kubeconfig", kubeconfig, "-lib", lib, "-kind", kind, "-namespace", ns, "-scenario", scenario, "-objects", fmt.Sprint(objects), "-n", fmt.Sprint(n), fmt.Sprintf("-watchlist=%v", typedinformerWatchList))
+	cmd := exec.Command(self, "subject", "-kubeconfig", kubeconfig, "-lib", lib, "-kind", kind, "-namespace", ns, "-scenario", scenario, "-objects", fmt.Sprint(objects), "-n", fmt.Sprint(n))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

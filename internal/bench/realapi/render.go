@@ -49,6 +49,14 @@ func render(rows []row, rounds int, loadBefore, loadAfter string) string {
 		}
 		fmt.Fprintf(&b, "| %s | %.1f %s | %.1f %s | %.1f %s | %.2f | %.2f | %s | %s |\n", r.name, ti, r.unit, cr, r.unit, cg, r.unit, ti/cr, ti/cg, target, result)
 	}
+	if len(rows) > 0 && rows[0].results[pagedLib] != nil {
+		// -paged: the A/B of typedinformer's watch-list default, measured in the same run.
+		b.WriteString("\n| same workloads, typedinformer with paged lists (manager.Options.NoWatchList) | paged | ÷ typedinformer (watch-list, the default) | ÷ controller-runtime |\n|---|---:|---:|---:|\n")
+		for _, r := range rows {
+			p := median(r.results[pagedLib], r.metric)
+			fmt.Fprintf(&b, "| %s | %.1f %s | %.2f | %.2f |\n", r.name, p, r.unit, p/median(r.results["typedinformer"], r.metric), p/median(r.results["controller-runtime"], r.metric))
+		}
+	}
 	fmt.Fprintf(&b, "\nGOMAXPROCS=%d; load average (1, 5, 15 min) %s before the measurements, %s after.\n", runtime.GOMAXPROCS(0), loadBefore, loadAfter)
 	return b.String()
 }

@@ -96,7 +96,7 @@ func (c *counter) add() {
 // runSubject is the child process: it syncs lib's cache of kind from the server
 // kubeconfig names, which holds objects of them; for scenario "steady" it then prints "synced" and measures until it
 // has received n modifications; it prints its result as JSON.
-func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int, watchList bool) error {
+func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -107,7 +107,12 @@ func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int, watc
 		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	}
 	adds, updates := newCounter(objects), newCounter(n)
-	s, err := newSubject(cfg, lib, kind, ns, manager.Options{WatchList: watchList}, adds, updates)
+	mopts := manager.Options{}
+	subjectLib := lib
+	if lib == pagedLib {
+		mopts.NoWatchList, subjectLib = true, "typedinformer"
+	}
+	s, err := newSubject(cfg, subjectLib, kind, ns, mopts, adds, updates)
 	if err != nil {
 		return err
 	}
