@@ -19,6 +19,16 @@ type row struct {
 	against string
 }
 
+// variant is a measurement beside the three libraries: typedinformer with an option
+// changed, or a bound no cache can go below, with its ratio to what it is compared with.
+type variant struct {
+	name   string
+	value  float64
+	unit   string
+	ratio  float64
+	versus string
+}
+
 func median(rs []result, metric func(result) float64) float64 {
 	vs := make([]float64, len(rs))
 	for i, r := range rs {
@@ -33,7 +43,7 @@ func median(rs []result, metric func(result) float64) float64 {
 
 // render writes the table: each library's median and typedinformer's ratio to the other
 // two (typedinformer ÷ other: below 1 typedinformer is better, as the issue writes it).
-func render(rows []row, rounds int, loadBefore, loadAfter string) string {
+func render(rows []row, variants []variant, rounds int, loadBefore, loadAfter string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| workload (real kube-apiserver; medians of %d rounds, each subject in its own process) | typedinformer | controller-runtime | client-go | typedinformer ÷ controller-runtime | ÷ client-go | target | result |\n", rounds)
 	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|\n")
@@ -55,6 +65,12 @@ func render(rows []row, rounds int, loadBefore, loadAfter string) string {
 		for _, r := range rows {
 			p := median(r.results[pagedLib], r.metric)
 			fmt.Fprintf(&b, "| %s | %.1f %s | %.2f | %.2f |\n", r.name, p, r.unit, p/median(r.results["typedinformer"], r.metric), p/median(r.results["controller-runtime"], r.metric))
+		}
+	}
+	if len(variants) > 0 {
+		fmt.Fprintf(&b, "\n| beside them (medians of %d rounds, in the same rotation) | value | ratio | of what |\n|---|---:|---:|---|\n", rounds)
+		for _, v := range variants {
+			fmt.Fprintf(&b, "| %s | %.1f %s | %.2f | %s |\n", v.name, v.value, v.unit, v.ratio, v.versus)
 		}
 	}
 	fmt.Fprintf(&b, "\nGOMAXPROCS=%d; load average (1, 5, 15 min) %s before the measurements, %s after.\n", runtime.GOMAXPROCS(0), loadBefore, loadAfter)

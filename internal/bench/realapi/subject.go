@@ -109,8 +109,11 @@ func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int) erro
 	adds, updates := newCounter(objects), newCounter(n)
 	mopts := manager.Options{}
 	subjectLib := lib
-	if lib == pagedLib {
+	switch lib {
+	case pagedLib:
 		mopts.NoWatchList, subjectLib = true, "typedinformer"
+	case noIntern:
+		mopts.NoStringInterning, subjectLib = true, "typedinformer"
 	}
 	s, err := newSubject(cfg, subjectLib, kind, ns, mopts, adds, updates)
 	if err != nil {
@@ -165,6 +168,12 @@ func newSubject(cfg *rest.Config, lib, kind, ns string, mopts manager.Options, a
 			return nil, err
 		}
 		return typedinformerSubject(manager.Namespaced[*corev1.Pod](cs.CoreV1().Pods), ns, mopts, adds, updates)
+	case objectsOnly + "/pods":
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return objectsOnlySubject(cs, ns, adds), nil
 	case "controller-runtime/widgets":
 		return controllerRuntimeSubject(cfg, &Widget{}, ns, adds, updates)
 	case "controller-runtime/pods":
@@ -207,6 +216,38 @@ func typedinformerSubject[T event.Object, L reflect.List](src manager.Source[T, 
 		go func() { _ = m.Run(ctx) }()
 		return c.WaitForSync(ctx)
 	}}, nil
+}
+
+// kept holds the objects-only subject's Pods, so that they are live when its heap is
+// measured.
+var kept []*corev1.Pod
+
+// objectsOnlySubject lists the Pods page by page (500 a page, as the caches do) and keeps
+// each as a cache would, with managedFields dropped and strings interned as
+// typedinformer's Manager does by default, but with no cache around them: no map, no
+// key, no index, no queue.
+func objectsOnlySubject(cs kubernetes.Interface, ns string, adds *counter) *subject {
+	return &subject{start: func(ctx context.Context) error {
+		opts := metav1.ListOptions{Limit: 500}
+		for {
+			l, err := cs.CoreV1().Pods(ns).List(ctx, opts)
+			if err != nil {
+				return err
+			}
+			for i := range l.Items {
+				p := &l.Items[i]
+				p.SetManagedFields(nil)
+				if _, err := client.InternStrings(p); err != nil {
+					return err
+				}
+				kept = append(kept, p)
+				adds.add()
+			}
+			if opts.Continue = l.Continue; opts.Continue == "" {
+				return nil
+			}
+		}
+	}}
 }
 
 func controllerRuntimeSubject(cfg *rest.Config, obj crcacheObject, ns string, adds, updates *counter) (*subject, error) {
