@@ -42,7 +42,6 @@ import (
 	"github.com/typedinformer/typedinformer/typed/testenv"
 )
 
-
 var (
 	libs = []string{"typedinformer", "controller-runtime", "client-go"}
 )
