@@ -660,7 +660,7 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 	var items []T
 	completeness := eventcache.CompleteList
 	// The stall timer fires every WatchListStall; a period without any event is a stall.
-	stall := r.clock.NewTimer(WatchListStall)
+	stall := stallClock.NewTimer(WatchListStall)
 	defer stall.Stop()
 	quiet := true
 	for {

@@ -8,17 +8,23 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/watchlist"
+	"k8s.io/utils/clock"
 
 	"github.com/typedinformer/typedinformer/internal/guard"
 )
 
 // WatchListStall bounds the silence of a watch-list's initial events: a stream that
-// delivers no event for this long, on the reflector's clock, before the bookmark that ends
+// delivers no event for this long, in real time, before the bookmark that ends
 // its initial events, is taken for a ListerWatcher that does not honour sendInitialEvents
 // (a hand-written one over a fake, say). The reflector reports ErrWatchListStalled and
 // lists with paged lists from then on. A server streams its initial events back to back
 // (an empty collection ends at once), so a real stream is never this quiet.
 const WatchListStall = 30 * time.Second
+
+// stallClock times WatchListStall. A server's silence is real time, whatever clock drives
+// the reflector's backoff (Options.Clock): a test stepping that clock quickly must not
+// make a server that is answering look silent. Tests of the stall replace it.
+var stallClock clock.WithTicker = clock.RealClock{}
 
 // WatchListUnsupported reports whether lw says it cannot serve the watch-list protocol,
 // so that a reflector with Options.WatchList lists with paged lists instead of waiting

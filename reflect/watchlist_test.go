@@ -120,6 +120,7 @@ func (s silent) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Inter
 // and never tries watch-list again. A stream that delivers events is not stalled.
 func TestAWatchListThatNeverEndsItsInitialEventsFallsBackToListing(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
+	t.Cleanup(reflect.SetStallClock(clk))
 	src := silent{fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b")), make(chan *watch.FakeWatcher, 1)}
 	cache := start(t, src, reflect.Options[obj]{WatchList: true, Clock: clk})
 	stream := <-src.streams
