@@ -7,7 +7,8 @@
 // medians and their ratios. It is a module of its own so that controller-runtime never
 // enters the library's go.mod; `make bench` runs it. With -profile dir (or
 // REALAPI_PROFILE=dir), each subject writes a CPU profile there
-// (lib-kind-scenario.pprof). With -paged, typedinformer with paged initial lists
+// (lib-kind-scenario.pprof) of what it measures: the sync, or the steady state after
+// it. With -paged, typedinformer with paged initial lists
 // (manager.Options.NoWatchList) runs as a fourth subject, for an A/B of its watch-list
 // default in the same run.
 package main
@@ -48,12 +49,17 @@ var (
 
 // Subjects beside the three libraries, measured in the same rounds: typedinformer with
 // manager.Options.NoWatchList (pagedLib, with -paged), typedinformer with
-// manager.Options.NoStringInterning (in the steady state), and the Pods decoded and kept
-// with no cache at all, the floor any cache of the same Go structs stands on.
+// manager.Options.NoStringInterning (in the steady state), the Pods decoded and kept with
+// no cache at all (the floor any cache of the same Go structs stands on), and, in the
+// steady state, the custom resources watched through typedinformer's client with no
+// cache: decoded and dropped (watchOnly), or decoded, transformed as a Manager's cache
+// does and kept in a map (watchKept), the floors of any cache over that client.
 const (
 	pagedLib    = "typedinformer-paged"
 	noIntern    = "typedinformer-nointern"
 	objectsOnly = "objects-only"
+	watchOnly   = "watch-only"
+	watchKept   = "watch-kept"
 )
 
 const (
@@ -152,7 +158,7 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 				_, err := dyn.Resource(widgetGVR).Namespace(widgetNS).Patch(ctx, fmt.Sprintf("widget-%05d", i%nWidgets), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 				return err
 			})
-		}, noIntern)
+		}, noIntern, watchOnly, watchKept)
 		if err != nil {
 			return err
 		}
@@ -160,6 +166,16 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 		cpu := func(r result) float64 { return float64(r.CPU.Microseconds()) }
 		variants = append(variants, variant{"CRD steady state: CPU per event, strings not interned (`manager.Options.NoStringInterning`)", median(rs[noIntern], cpu), "µs",
 			median(rs["typedinformer"], cpu) / median(rs[noIntern], cpu), "typedinformer at its defaults ÷ this: what interning costs the steady state"})
+		floor, kept := median(rs[watchOnly], cpu), median(rs[watchKept], cpu)
+		variants = append(variants,
+			variant{"CRD steady state: CPU per event of the objects watched and kept (the same client, the cache's transform, one map, no queue, no handler)", kept, "µs",
+				median(rs["typedinformer"], cpu) / kept, "typedinformer ÷ this: what its pipeline adds to holding the objects"},
+			variant{"same, against controller-runtime", kept, "µs",
+				kept / median(rs["controller-runtime"], cpu), "÷ controller-runtime: the floor of any cache that holds these objects, against the target's 0.70"},
+			variant{"CRD steady state: CPU per event of the watch alone (typedinformer's client and decoder, events counted and dropped, no cache)", floor, "µs",
+				median(rs["typedinformer"], cpu) / floor, "typedinformer ÷ this: what the cache adds to receiving and decoding"},
+			variant{"same, against controller-runtime", floor, "µs",
+				floor / median(rs["controller-runtime"], cpu), "÷ controller-runtime: the floor of any cache over this client, against the target's 0.70"})
 	}
 	if want("pods") {
 		start := time.Now()

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -121,17 +122,28 @@ func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int) erro
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if dir := os.Getenv("REALAPI_PROFILE"); dir != "" {
-		// A CPU profile of the whole subject, for go tool pprof.
+	// A CPU profile of what is measured (the sync, or the steady state after it), for go
+	// tool pprof.
+	profile := func() (stop func(), err error) {
+		dir := os.Getenv("REALAPI_PROFILE")
+		if dir == "" {
+			return func() {}, nil
+		}
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%s.pprof", lib, kind, scenario)))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer func() { _ = f.Close() }()
 		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+	}
+	stopProfile := func() {}
+	if scenario != "steady" {
+		if stopProfile, err = profile(); err != nil {
 			return err
 		}
-		defer pprof.StopCPUProfile()
 	}
 	heap0 := liveHeap()
 	cpu0 := cpuTime()
@@ -145,11 +157,15 @@ func runSubject(kubeconfig, lib, kind, ns, scenario string, objects, n int) erro
 	r := result{CPU: cpuTime() - cpu0, Objects: int(adds.n.Load())}
 	r.HeapPerObject = (float64(liveHeap()) - float64(heap0)) / float64(max(r.Objects, 1))
 	if scenario == "steady" {
+		if stopProfile, err = profile(); err != nil {
+			return err
+		}
 		fmt.Println("synced")
 		cpu1 := cpuTime()
 		<-updates.reached
 		r.CPU = (cpuTime() - cpu1) / time.Duration(n)
 	}
+	stopProfile()
 	r.PeakRSS = peakRSS()
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
@@ -168,6 +184,18 @@ func newSubject(cfg *rest.Config, lib, kind, ns string, mopts manager.Options, a
 			return nil, err
 		}
 		return typedinformerSubject(manager.Namespaced[*corev1.Pod](cs.CoreV1().Pods), ns, mopts, adds, updates)
+	case watchOnly + "/widgets":
+		widgets, err := client.ForResource[*Widget](cfg, widgetGVR)
+		if err != nil {
+			return nil, err
+		}
+		return watchOnlySubject(widgets(ns), nil, adds, updates), nil
+	case watchKept + "/widgets":
+		widgets, err := client.ForResource[*Widget](cfg, widgetGVR)
+		if err != nil {
+			return nil, err
+		}
+		return watchOnlySubject(widgets(ns), map[string]*Widget{}, adds, updates), nil
 	case objectsOnly + "/pods":
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
@@ -247,6 +275,56 @@ func objectsOnlySubject(cs kubernetes.Interface, ns string, adds *counter) *subj
 				return nil
 			}
 		}
+	}}
+}
+
+// watchOnlySubject lists the widgets page by page and then watches them with the same
+// client and decoder as typedinformer's cache, counting what it reads. With kept nil it
+// keeps nothing: no cache, no transform, no queue; its CPU per update is the floor of
+// any client over that decoder: receiving and decoding the events. Otherwise it keeps
+// every object in kept by namespace and name, after the transform of a Manager's cache
+// (managedFields dropped, strings interned), on the watch's goroutine: the least any
+// cache that holds the objects does, with no queue, no index and no handler.
+func watchOnlySubject(lw reflect.ListerWatcher[*Widget, *client.List[*Widget]], kept map[string]*Widget, adds, updates *counter) *subject {
+	keep := func(w *Widget) {
+		if kept == nil {
+			return
+		}
+		w, _ = client.StripManagedFields(w)
+		w, _ = client.InternStrings(w)
+		kept[w.Namespace+"/"+w.Name] = w
+	}
+	return &subject{start: func(ctx context.Context) error {
+		opts := metav1.ListOptions{Limit: 500}
+		var rv string
+		for {
+			l, err := lw.List(ctx, opts)
+			if err != nil {
+				return err
+			}
+			for i := range l.Items {
+				keep(l.Items[i])
+				adds.add()
+			}
+			rv = l.ResourceVersion
+			if opts.Continue = l.Continue; opts.Continue == "" {
+				break
+			}
+		}
+		w, err := lw.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer w.Stop()
+			for e := range w.ResultChan() {
+				if e.Type == watch.Modified {
+					keep(e.Object.(*Widget))
+					updates.add()
+				}
+			}
+		}()
+		return nil
 	}}
 }
 
