@@ -720,31 +720,48 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 	}
 }
 
+// fastEvents is how many events in a row handleWatch takes while they are waiting,
+// before it looks at its other channels.
+const fastEvents = 64
+
 // handleWatch applies w's events to the cache until w ends, fails or ctx is done, and
 // returns how many events it received.
 func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.Event, resync <-chan time.Time) (int, error) {
 	n := 0
-	for {
+	for fast := 0; ; fast++ {
 		r.caughtUp()
 		var e watch.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return n, ctx.Err()
-		case <-r.progress:
-			r.startProbe(ctx)
-			continue
-		case p := <-r.probed:
-			r.found = &p
-			continue
-		case <-r.relistReq:
-			return n, errRelistRequested
-		case <-resync:
-			if err := r.cache.Synchronize(); err != nil {
-				r.report(ctx, fmt.Errorf("%s: synchronize: %w", r.opts.Name, err))
+		var ok, ready bool
+		if fast < fastEvents {
+			// An event already waiting is taken without the select below, which locks every
+			// channel it waits on; the select still runs at least every fastEvents events,
+			// so that a request on the other channels waits for at most that many.
+			select {
+			case e, ok = <-events:
+				ready = true
+			default:
 			}
-			continue
-		case e, ok = <-events:
+		}
+		if !ready {
+			fast = 0
+			select {
+			case <-ctx.Done():
+				return n, ctx.Err()
+			case <-r.progress:
+				r.startProbe(ctx)
+				continue
+			case p := <-r.probed:
+				r.found = &p
+				continue
+			case <-r.relistReq:
+				return n, errRelistRequested
+			case <-resync:
+				if err := r.cache.Synchronize(); err != nil {
+					r.report(ctx, fmt.Errorf("%s: synchronize: %w", r.opts.Name, err))
+				}
+				continue
+			case e, ok = <-events:
+			}
 		}
 		if !ok {
 			return n, nil

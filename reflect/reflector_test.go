@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -587,5 +589,123 @@ func TestBookmarkAdvancesTheResourceVersionOfTheNextWatch(t *testing.T) {
 	waitForWatchers(t, src, 1)
 	if diff := cmp.Diff([]string{"list ", "watch 1", "watch 3"}, requests(src)); diff != "" {
 		t.Errorf("requests (-want +got): the next watch must start from the bookmark's version\n%s", diff)
+	}
+}
+
+// floodEvents is how many modifications a floodLW watch holds when it opens.
+const floodEvents = 20_000
+
+// floodLW lists one ConfigMap and opens watches that hold floodEvents modifications of
+// it from the start: the reflector always finds the next event waiting, until it has
+// taken them all.
+type floodLW struct{}
+
+func (floodLW) List(context.Context, metav1.ListOptions) (*corev1.ConfigMapList, error) {
+	return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []corev1.ConfigMap{*cm("a")}}, nil
+}
+
+func (floodLW) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	ch := make(chan watch.Event, floodEvents)
+	for rv := range floodEvents {
+		o := cm("a")
+		o.ResourceVersion = strconv.Itoa(rv + 2)
+		ch <- watch.Event{Type: watch.Modified, Object: o}
+	}
+	return floodWatch(ch), nil
+}
+
+// floodWatch is a watch whose channel stays open after its events: a watch with nothing
+// more to say.
+type floodWatch chan watch.Event
+
+func (floodWatch) Stop()                            {}
+func (w floodWatch) ResultChan() <-chan watch.Event { return w }
+
+// countingCache counts a reflector's calls, for watches too busy to record every event,
+// and the additions made before each list and synchronization. Each addition takes a
+// while, so that the events of a floodLW watch last.
+type countingCache struct {
+	adds                   atomic.Int64
+	replaced, synchronized chan int64 // the additions made before each
+}
+
+func (c *countingCache) Add(event.Event[obj]) error {
+	for start := time.Now(); time.Since(start) < 20*time.Microsecond; {
+	}
+	c.adds.Add(1)
+	return nil
+}
+
+func (c *countingCache) Replace([]obj, string, eventcache.ListCompleteness) error {
+	c.replaced <- c.adds.Load()
+	return nil
+}
+
+func (c *countingCache) Synchronize() error {
+	c.synchronized <- c.adds.Load()
+	return nil
+}
+
+// TestRequestsAndCancellationAreHeardWhileEventsFloodTheWatch: the reflector takes
+// waiting events without looking at its other channels, but only for a few at a time: a
+// relist asked for, a resync due and a cancelled context are each heard within a few
+// dozen events, never only once the watch has nothing more to deliver.
+func TestRequestsAndCancellationAreHeardWhileEventsFloodTheWatch(t *testing.T) {
+	cache := &countingCache{replaced: make(chan int64, 2), synchronized: make(chan int64, 1)}
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := reflect.New(floodLW{}, cache, reflect.Options[obj]{Clock: clk, ResyncPeriod: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+		goleak.VerifyNone(t)
+	}()
+	// heard fails unless what was asked for when there were asked additions came within
+	// a few dozen more.
+	heard := func(what string, asked int64, at <-chan int64) {
+		t.Helper()
+		select {
+		case got := <-at:
+			if got-asked > 1_000 {
+				t.Errorf("%s was heard %d events after it was asked for, want at most 1,000 (the watch held %d)", what, got-asked, floodEvents)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s was not heard", what)
+		}
+	}
+	<-cache.replaced
+	waitForAdds := func(n int64) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true,
+			func(context.Context) (bool, error) { return cache.adds.Load() >= n, nil }); err != nil {
+			t.Fatalf("fewer than %d additions: %d", n, cache.adds.Load())
+		}
+	}
+	waitForAdds(100)
+	r.RequestRelist()
+	heard("the relist", cache.adds.Load(), cache.replaced)
+
+	waitForAdds(cache.adds.Load() + 100)
+	if !clk.HasWaiters() {
+		t.Fatal("no resync ticker")
+	}
+	clk.Step(time.Minute)
+	heard("the resync", cache.adds.Load(), cache.synchronized)
+
+	waitForAdds(cache.adds.Load() + 100)
+	cancelled := cache.adds.Load()
+	cancel()
+	select {
+	case <-done:
+		if got := cache.adds.Load() - cancelled; got > 1_000 {
+			t.Errorf("Run returned %d events after its context was cancelled, want at most 1,000", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
 	}
 }
