@@ -52,7 +52,7 @@ func benchWatchAlone(b *testing.B, d *Dataset) {
 			d.Renew()
 			gcNow()
 		}
-		streamAlone(b, d, &m)
+		streamAlone(b, d, pushAll, &m)
 	}
 	b.ReportMetric(float64(b.N*d.Events)/m.elapsed.Seconds(), "events/s")
 	m.report(b, b.N*d.Events, "event")

@@ -184,6 +184,12 @@ func newSubject(cfg *rest.Config, lib, kind, ns string, mopts manager.Options, a
 			return nil, err
 		}
 		return typedinformerSubject(manager.Namespaced[*corev1.Pod](cs.CoreV1().Pods), ns, mopts, adds, updates)
+	case bareController + "/widgets":
+		widgets, err := client.ForResource[*Widget](cfg, widgetGVR)
+		if err != nil {
+			return nil, err
+		}
+		return controllerSubject(widgets(ns), adds, updates)
 	case watchOnly + "/widgets":
 		widgets, err := client.ForResource[*Widget](cfg, widgetGVR)
 		if err != nil {
@@ -224,20 +230,25 @@ func newSubject(cfg *rest.Config, lib, kind, ns string, mopts manager.Options, a
 	return nil, fmt.Errorf("no subject %s/%s", lib, kind)
 }
 
-func typedinformerSubject[T event.Object, L reflect.List](src manager.Source[T, L], ns string, mopts manager.Options, adds, updates *counter) (*subject, error) {
-	m := manager.New(mopts)
-	c, err := manager.Acquire(m, src, manager.CacheOptions[T]{Namespaces: []string{ns}})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.AddHandler("count", controller.HandlerFunc[T](func(_ context.Context, e event.Event[T]) {
+// counting is typedinformer's one handler: it counts additions and modifications.
+func counting[T event.Object](adds, updates *counter) controller.HandlerFunc[T] {
+	return func(_ context.Context, e event.Event[T]) {
 		switch {
 		case e.Type == event.Added:
 			adds.add()
 		case e.Type == event.Modified && !e.Sync:
 			updates.add()
 		}
-	})); err != nil {
+	}
+}
+
+func typedinformerSubject[T event.Object, L reflect.List](src manager.Source[T, L], ns string, mopts manager.Options, adds, updates *counter) (*subject, error) {
+	m := manager.New(mopts)
+	c, err := manager.Acquire(m, src, manager.CacheOptions[T]{Namespaces: []string{ns}})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.AddHandler("count", counting[T](adds, updates)); err != nil {
 		return nil, err
 	}
 	return &subject{start: func(ctx context.Context) error {
@@ -276,6 +287,29 @@ func objectsOnlySubject(cs kubernetes.Interface, ns string, adds *counter) *subj
 			}
 		}
 	}}
+}
+
+// controllerSubject is typedinformer's pipeline without a Manager: a controller.New
+// over the client, with the transform and watch-list a Manager's cache has by default,
+// and the same one handler.
+func controllerSubject(lw reflect.ListerWatcher[*Widget, *client.List[*Widget]], adds, updates *counter) (*subject, error) {
+	c, err := controller.New(lw, controller.Options[*Widget]{Options: reflect.Options[*Widget]{
+		WatchList: true,
+		Transform: func(w *Widget) (*Widget, error) {
+			w, _ = client.StripManagedFields(w)
+			return client.InternStrings(w)
+		},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.AddHandler("count", counting[*Widget](adds, updates)); err != nil {
+		return nil, err
+	}
+	return &subject{start: func(ctx context.Context) error {
+		go func() { _ = c.Run(ctx) }()
+		return c.WaitForSync(ctx)
+	}}, nil
 }
 
 // watchOnlySubject lists the widgets page by page and then watches them with the same
