@@ -1,11 +1,10 @@
 package reflect
 
-import "k8s.io/utils/clock"
+import (
+	"k8s.io/utils/clock"
 
-// SetStallClock makes c time WatchListStall until the returned function restores the
-// real clock.
-func SetStallClock(c clock.WithTicker) (restore func()) {
-	old := stallClock
-	stallClock = c
-	return func() { stallClock = old }
-}
+	"github.com/typedinformer/typedinformer/event"
+)
+
+// SetStallClock makes c time r's WatchListStall, before r runs.
+func SetStallClock[T event.Object, L List](r *Reflector[T, L], c clock.WithTicker) { r.stallClock = c }

@@ -171,11 +171,15 @@ type Options[T event.Object] struct {
 // Reflector lists and watches a ListerWatcher[T, L] and writes what it sees into an
 // EventCache[T].
 type Reflector[T event.Object, L List] struct {
-	lw      ListerWatcher[T, L]
-	cache   eventcache.EventCache[T]
-	opts    Options[T]
-	clock   clock.WithTicker
-	metrics guard.Metrics[Metrics]
+	lw    ListerWatcher[T, L]
+	cache eventcache.EventCache[T]
+	opts  Options[T]
+	clock clock.WithTicker
+	// stallClock times WatchListStall: a server's silence is real time, whatever clock
+	// drives the backoff (Options.Clock), so that a test stepping that clock quickly does
+	// not make a server that is answering look silent. Tests of the stall replace it.
+	stallClock clock.WithTicker
+	metrics    guard.Metrics[Metrics]
 
 	mu sync.Mutex
 	// lastRV is the newest resource version seen; "" before the first list.
@@ -202,7 +206,7 @@ type Reflector[T event.Object, L List] struct {
 
 // New returns a Reflector that feeds cache from lw.
 func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventCache[T], opts Options[T]) *Reflector[T, L] {
-	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock, progress: make(chan struct{}, 1), relistReq: make(chan struct{}, 1), probed: make(chan probe)}
+	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock, stallClock: clock.RealClock{}, progress: make(chan struct{}, 1), relistReq: make(chan struct{}, 1), probed: make(chan probe)}
 	if guard.IsNil(r.clock) { // a typed-nil Clock is none, as a nil one is
 		r.clock = clock.RealClock{}
 	}
@@ -660,7 +664,7 @@ func (r *Reflector[T, L]) watchList(ctx context.Context) (watch.Interface, <-cha
 	var items []T
 	completeness := eventcache.CompleteList
 	// The stall timer fires every WatchListStall; a period without any event is a stall.
-	stall := stallClock.NewTimer(WatchListStall)
+	stall := r.stallClock.NewTimer(WatchListStall)
 	defer stall.Stop()
 	quiet := true
 	for {

@@ -127,24 +127,37 @@ func (c *recordingCache) last(n int) func([]call, []error) bool {
 	return func(calls []call, _ []error) bool { return len(calls) >= n }
 }
 
-// start runs a reflector until the test ends and checks that it leaves no goroutine.
+// start runs a reflector over src, recording into the cache it returns, until the test
+// ends, and checks that it leaves no goroutine.
 func start[L reflect.List](t *testing.T, src reflect.ListerWatcher[obj, L], opts reflect.Options[obj]) *recordingCache {
 	t.Helper()
+	cache, r := newReflector(src, opts)
+	run(t, r)
+	return cache
+}
+
+// newReflector returns a reflector over src that records into the returned cache.
+func newReflector[L reflect.List](src reflect.ListerWatcher[obj, L], opts reflect.Options[obj]) (*recordingCache, *reflect.Reflector[obj, L]) {
 	cache := newRecordingCache()
 	opts.OnError = cache.onError
-	r := reflect.New(src, cache, opts)
+	return cache, reflect.New(src, cache, opts)
+}
+
+// run runs r until cancel is called or the test ends, when it checks that r leaves no
+// goroutine; done is closed once Run has returned.
+func run[L reflect.List](t *testing.T, r *reflect.Reflector[obj, L]) (cancel func(), done <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	ran := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(ran)
 		r.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		<-ran
 		goleak.VerifyNone(t)
 	})
-	return cache
+	return cancel, ran
 }
 
 // step advances clk past any backoff once the reflector is waiting on it.
@@ -654,19 +667,9 @@ func TestRequestsAndCancellationAreHeardWhileEventsFloodTheWatch(t *testing.T) {
 	cache := &countingCache{replaced: make(chan int64, 2), synchronized: make(chan int64, 1)}
 	clk := clocktesting.NewFakeClock(time.Now())
 	r := reflect.New(floodLW{}, cache, reflect.Options[obj]{Clock: clk, ResyncPeriod: time.Minute})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-		goleak.VerifyNone(t)
-	}()
-	// heard fails unless what was asked for when there were asked additions came within
-	// a few dozen more.
+	cancel, done := run(t, r)
+	// heard fails unless what was asked for, when asked additions had been made, came at
+	// most 1,000 additions later (the watch loop looks every 64).
 	heard := func(what string, asked int64, at <-chan int64) {
 		t.Helper()
 		select {

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/watchlist"
-	"k8s.io/utils/clock"
 
 	"github.com/typedinformer/typedinformer/internal/guard"
 )
@@ -20,11 +19,6 @@ import (
 // lists with paged lists from then on. A server streams its initial events back to back
 // (an empty collection ends at once), so a real stream is never this quiet.
 const WatchListStall = 30 * time.Second
-
-// stallClock times WatchListStall. A server's silence is real time, whatever clock drives
-// the reflector's backoff (Options.Clock): a test stepping that clock quickly must not
-// make a server that is answering look silent. Tests of the stall replace it.
-var stallClock clock.WithTicker = clock.RealClock{}
 
 // WatchListUnsupported reports whether lw says it cannot serve the watch-list protocol,
 // so that a reflector with Options.WatchList lists with paged lists instead of waiting

@@ -120,9 +120,10 @@ func (s silent) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Inter
 // and never tries watch-list again. A stream that delivers events is not stalled.
 func TestAWatchListThatNeverEndsItsInitialEventsFallsBackToListing(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	t.Cleanup(reflect.SetStallClock(clk))
 	src := silent{fake.New[obj, *corev1.ConfigMapList](cm("a"), cm("b")), make(chan *watch.FakeWatcher, 1)}
-	cache := start(t, src, reflect.Options[obj]{WatchList: true, Clock: clk})
+	cache, r := newReflector(src, reflect.Options[obj]{WatchList: true, Clock: clk})
+	reflect.SetStallClock(r, clk) // the stall is timed in real time otherwise
+	run(t, r)
 	stream := <-src.streams
 	stream.Add(cm("a")) // one initial event, then silence
 	step(t, clk, reflect.WatchListStall)
