@@ -274,9 +274,8 @@ func objectsOnlySubject(cs kubernetes.Interface, ns string, adds *counter) *subj
 				return err
 			}
 			for i := range l.Items {
-				p := &l.Items[i]
-				p.SetManagedFields(nil)
-				if _, err := client.InternStrings(p); err != nil {
+				p, err := cacheTransform(&l.Items[i])
+				if err != nil {
 					return err
 				}
 				kept = append(kept, p)
@@ -289,16 +288,20 @@ func objectsOnlySubject(cs kubernetes.Interface, ns string, adds *counter) *subj
 	}}
 }
 
+// cacheTransform is what a Manager's cache does to each object at its defaults: drop its
+// managedFields, intern its strings.
+func cacheTransform[T event.Object](obj T) (T, error) {
+	obj, _ = client.StripManagedFields(obj)
+	return client.InternStrings(obj)
+}
+
 // controllerSubject is typedinformer's pipeline without a Manager: a controller.New
 // over the client, with the transform and watch-list a Manager's cache has by default,
 // and the same one handler.
 func controllerSubject(lw reflect.ListerWatcher[*Widget, *client.List[*Widget]], adds, updates *counter) (*subject, error) {
 	c, err := controller.New(lw, controller.Options[*Widget]{Options: reflect.Options[*Widget]{
 		WatchList: true,
-		Transform: func(w *Widget) (*Widget, error) {
-			w, _ = client.StripManagedFields(w)
-			return client.InternStrings(w)
-		},
+		Transform: cacheTransform[*Widget],
 	}})
 	if err != nil {
 		return nil, err
@@ -324,8 +327,7 @@ func watchOnlySubject(lw reflect.ListerWatcher[*Widget, *client.List[*Widget]], 
 		if kept == nil {
 			return
 		}
-		w, _ = client.StripManagedFields(w)
-		w, _ = client.InternStrings(w)
+		w, _ = cacheTransform(w)
 		kept[w.Namespace+"/"+w.Name] = w
 	}
 	return &subject{start: func(ctx context.Context) error {
