@@ -1,9 +1,12 @@
 package client
 
 import (
+	"hash/maphash"
 	goreflect "reflect"
 	"sync"
+	"sync/atomic"
 	"unique"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,55 +29,138 @@ const MaxInternedLen = 128
 // It leaves out the fields that are unique to an object (name, generateName, uid,
 // resourceVersion, selfLink) and strings longer than MaxInternedLen. It sets only exported
 // fields, so types with unexported state (resource.Quantity, metav1.Time) keep theirs.
+// It reaches strings through structs, pointers, slices and maps, not through interfaces
+// (an unstructured object's map[string]interface{} is left as it is).
 func InternStrings[T event.Object](obj T) (T, error) {
-	if tm, ok := obj.GetObjectKind().(*metav1.TypeMeta); ok && tm != nil {
-		tm.APIVersion, tm.Kind = intern(tm.APIVersion), intern(tm.Kind)
-	}
 	v := goreflect.ValueOf(obj)
 	if v.Kind() == goreflect.Pointer && !v.IsNil() {
-		internValue(v.Elem())
+		if w := walkerOf(v.Type().Elem()); w != nil {
+			w.walk(v.UnsafePointer())
+		}
 	}
 	return obj, nil
 }
 
+// A walker interns the strings of one type's values in place, given a value's address.
+// A type's walker is planned once, from its reflect.Type, so that interning an object
+// costs one look-up and then only the walk through the fields that can hold strings: no
+// reflect.Value per field, no type switch per value.
+type walker struct {
+	walk func(p unsafe.Pointer)
+}
+
 var (
 	objectMetaType = goreflect.TypeFor[metav1.ObjectMeta]()
-	typeMetaType   = goreflect.TypeFor[metav1.TypeMeta]()
 	// quantityType holds its strings unexported, and its format is a constant.
-	quantityType = goreflect.TypeFor[resource.Quantity]()
-	// holding caches holdsStrings's answer per type, so that walking an object skips
-	// at once the fields (numbers, times, quantities) where there is nothing to intern.
-	holding      sync.Map // goreflect.Type → bool
-	structFields sync.Map // goreflect.Type → []int, see fieldsWithStrings
+	quantityType  = goreflect.TypeFor[resource.Quantity]()
+	stringMapType = goreflect.TypeFor[map[string]string]()
+	walkers       sync.Map   // goreflect.Type → *walker, nil for a type with nothing to intern
+	planning      sync.Mutex // serialises planning, so that a type is planned once
 )
 
-// fieldsWithStrings returns the indexes of struct type t's exported fields that can
-// hold strings, computed once per type.
-func fieldsWithStrings(t goreflect.Type) []int {
-	if v, ok := structFields.Load(t); ok {
-		return v.([]int)
+// walkerOf returns t's walker, planning it the first time, or nil when a value of t
+// holds no string InternStrings sets.
+func walkerOf(t goreflect.Type) *walker {
+	if w, ok := walkers.Load(t); ok {
+		return w.(*walker)
 	}
-	var fields []int
-	for i := range t.NumField() {
-		if f := t.Field(i); f.IsExported() && holdsStrings(f.Type) {
-			fields = append(fields, i)
+	planning.Lock()
+	defer planning.Unlock()
+	p := planner{walkers: map[goreflect.Type]*walker{}, holds: map[goreflect.Type]bool{}}
+	w := p.plan(t)
+	// Published only now: a walker of a recursive type is complete once the whole plan is.
+	for t, w := range p.walkers {
+		walkers.LoadOrStore(t, w)
+	}
+	return w
+}
+
+// planner plans the walkers of a type and of the types it reaches.
+type planner struct {
+	walkers map[goreflect.Type]*walker
+	holds   map[goreflect.Type]bool
+}
+
+// plan returns t's walker, nil when t holds no string InternStrings sets. A walker
+// that reaches its own type (a recursive type) calls the walker being planned, whose
+// walk is set before the plan is published.
+func (p *planner) plan(t goreflect.Type) *walker {
+	if w, ok := walkers.Load(t); ok {
+		return w.(*walker)
+	}
+	if w, ok := p.walkers[t]; ok {
+		return w
+	}
+	if !p.holdsStrings(t, map[goreflect.Type]bool{}) {
+		p.walkers[t] = nil
+		return nil
+	}
+	w := &walker{}
+	p.walkers[t] = w
+	switch t.Kind() {
+	case goreflect.String:
+		w.walk = func(ptr unsafe.Pointer) {
+			s := (*string)(ptr)
+			*s = intern(*s)
+		}
+	case goreflect.Pointer:
+		elem := p.plan(t.Elem())
+		w.walk = func(ptr unsafe.Pointer) {
+			if q := *(*unsafe.Pointer)(ptr); q != nil {
+				elem.walk(q)
+			}
+		}
+	case goreflect.Slice:
+		elem, size := p.plan(t.Elem()), t.Elem().Size()
+		w.walk = func(ptr unsafe.Pointer) {
+			s := (*sliceHeader)(ptr)
+			for i := range s.len {
+				elem.walk(unsafe.Add(s.data, uintptr(i)*size))
+			}
+		}
+	case goreflect.Map:
+		if t == stringMapType {
+			w.walk = func(ptr unsafe.Pointer) { internStringMap(*(*map[string]string)(ptr)) }
+			break
+		}
+		elem := p.plan(t.Elem())
+		w.walk = func(ptr unsafe.Pointer) { internMap(goreflect.NewAt(t, ptr).Elem(), elem) }
+	case goreflect.Struct:
+		if t == objectMetaType {
+			w.walk = func(ptr unsafe.Pointer) { internMeta((*metav1.ObjectMeta)(ptr)) }
+			break
+		}
+		type field struct {
+			offset uintptr
+			w      *walker
+		}
+		var fields []field
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() {
+				if fw := p.plan(f.Type); fw != nil {
+					fields = append(fields, field{f.Offset, fw})
+				}
+			}
+		}
+		w.walk = func(ptr unsafe.Pointer) {
+			for _, f := range fields {
+				f.w.walk(unsafe.Add(ptr, f.offset))
+			}
 		}
 	}
-	structFields.Store(t, fields)
-	return fields
+	return w
+}
+
+// sliceHeader is the runtime's layout of a slice value.
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
 }
 
 // holdsStrings reports whether a value of t can hold a string InternStrings sets.
-func holdsStrings(t goreflect.Type) bool {
-	if v, ok := holding.Load(t); ok {
-		return v.(bool)
-	}
-	return holdsStringsSeen(t, map[goreflect.Type]bool{})
-}
-
-func holdsStringsSeen(t goreflect.Type, seen map[goreflect.Type]bool) bool {
-	if v, ok := holding.Load(t); ok {
-		return v.(bool)
+func (p *planner) holdsStrings(t goreflect.Type, seen map[goreflect.Type]bool) bool {
+	if h, ok := p.holds[t]; ok {
+		return h
 	}
 	if seen[t] {
 		return true // a recursive type: its other fields decide, and true only costs a walk
@@ -85,96 +171,73 @@ func holdsStringsSeen(t goreflect.Type, seen map[goreflect.Type]bool) bool {
 	case goreflect.String:
 		holds = true
 	case goreflect.Pointer:
-		holds = holdsStringsSeen(t.Elem(), seen)
+		holds = p.holdsStrings(t.Elem(), seen)
 	case goreflect.Slice:
-		holds = t.Elem().Kind() != goreflect.Uint8 && holdsStringsSeen(t.Elem(), seen)
+		holds = t.Elem().Kind() != goreflect.Uint8 && p.holdsStrings(t.Elem(), seen)
 	case goreflect.Map:
-		holds = t.Key().Kind() == goreflect.String || holdsStringsSeen(t.Elem(), seen)
+		holds = t.Key().Kind() == goreflect.String || p.holdsStrings(t.Elem(), seen)
 	case goreflect.Struct:
 		if t == quantityType {
 			break
 		}
 		for i := range t.NumField() {
-			if f := t.Field(i); f.IsExported() && holdsStringsSeen(f.Type, seen) {
+			if f := t.Field(i); f.IsExported() && p.holdsStrings(f.Type, seen) {
 				holds = true
 				break
 			}
 		}
 	}
-	holding.Store(t, holds)
+	p.holds[t] = holds
 	return holds
 }
+
+// recent holds the handles of the strings interned lately, one per slot, the slot
+// chosen by the string's hash. unique keeps a canonical copy only while a handle to it
+// is reachable, not while strings taken from it are: without these handles each garbage
+// collection would make it forget every canonical copy, and the objects decoded after
+// it would get copies of their own. A string whose slot another took keeps its
+// canonical copy until the next collection. The handles also make a repeated string's
+// interning a hash and a comparison. At most len(recent) strings are kept alive this way.
+var (
+	recent     [1 << 14]atomic.Pointer[unique.Handle[string]]
+	recentSeed = maphash.MakeSeed()
+)
 
 func intern(s string) string {
 	if s == "" || len(s) > MaxInternedLen {
 		return s
 	}
-	return unique.Make(s).Value()
-}
-
-// internValue interns the strings v holds, v being settable.
-func internValue(v goreflect.Value) {
-	switch v.Kind() {
-	case goreflect.String:
-		if v.CanSet() {
-			v.SetString(intern(v.String()))
-		}
-	case goreflect.Pointer:
-		if !v.IsNil() {
-			internValue(v.Elem())
-		}
-	case goreflect.Struct:
-		switch v.Type() {
-		case typeMetaType:
-			return // done by InternStrings, the only place it is
-		case objectMetaType:
-			if v.CanAddr() {
-				internMeta(v.Addr().Interface().(*metav1.ObjectMeta))
-			}
-			return
-		}
-		for _, i := range fieldsWithStrings(v.Type()) {
-			internValue(v.Field(i))
-		}
-	case goreflect.Slice:
-		if !holdsStrings(v.Type()) {
-			return
-		}
-		for i := range v.Len() {
-			internValue(v.Index(i))
-		}
-	case goreflect.Map:
-		if m, ok := v.Interface().(map[string]string); ok {
-			internStringMap(m)
-		} else if holdsStrings(v.Type()) {
-			internMap(v)
+	slot := &recent[maphash.String(recentSeed, s)%uint64(len(recent))]
+	if h := slot.Load(); h != nil {
+		if v := h.Value(); v == s {
+			return v
 		}
 	}
+	h := unique.Make(s)
+	slot.Store(&h)
+	return h.Value()
 }
 
 // internMap interns a map's string keys (assigning an equal key replaces the stored one)
-// and its string values; values of other kinds are copies, so only their strings'
-// interned copies are stored back.
-func internMap(m goreflect.Value) {
+// and, through elem (nil when they hold none), its values' strings; values are copies,
+// so their interned copies are stored back.
+func internMap(m goreflect.Value, elem *walker) {
 	if m.IsNil() {
 		return
 	}
-	keyIsString := m.Type().Key().Kind() == goreflect.String
-	elem := m.Type().Elem()
+	// k and v are reused for every entry: SetMapIndex stores copies.
+	k, v := goreflect.New(m.Type().Key()).Elem(), goreflect.New(m.Type().Elem()).Elem()
+	keyIsString := k.Kind() == goreflect.String
 	for iter := m.MapRange(); iter.Next(); {
-		k, val := iter.Key(), iter.Value()
+		k.SetIterKey(iter)
 		if keyIsString {
-			k = goreflect.ValueOf(intern(k.String())).Convert(m.Type().Key())
+			k.SetString(intern(k.String()))
 		}
-		if elem.Kind() == goreflect.String {
-			val = goreflect.ValueOf(intern(val.String())).Convert(elem)
-		} else {
-			c := goreflect.New(elem).Elem()
-			c.Set(val)
-			internValue(c)
-			val = c
+		v.SetIterValue(iter)
+		if elem != nil {
+			elem.walk(v.Addr().UnsafePointer())
 		}
-		m.SetMapIndex(k, val)
+		m.SetMapIndex(k, v)
 	}
 }
 
@@ -193,6 +256,7 @@ func internMeta(m *metav1.ObjectMeta) {
 	for i := range m.ManagedFields {
 		f := &m.ManagedFields[i]
 		f.Manager, f.APIVersion, f.FieldsType, f.Subresource = intern(f.Manager), intern(f.APIVersion), intern(f.FieldsType), intern(f.Subresource)
+		f.Operation = metav1.ManagedFieldsOperationType(intern(string(f.Operation)))
 	}
 }
 
