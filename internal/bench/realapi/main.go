@@ -2,8 +2,9 @@
 // on a real kube-apiserver (typed/testenv's, from the prebuilt binaries): the initial
 // sync of custom resources (CPU, heap per object, peak RSS), their steady state (CPU
 // per update) and the heap per Pod of a cache of Pods. Each subject runs in a process of
-// its own, so that CPU time, heap and peak RSS are that library's alone; the subjects
-// run one after the other, in a rotating order, for several rounds, and the table gives
+// its own, so that CPU time, heap and peak RSS are that library's alone; for a sync the
+// subjects run one after the other, in a rotating order, and in the steady state all at
+// once, on the same updates (see measure); there are several rounds, and the table gives
 // medians and their ratios. It is a module of its own so that controller-runtime never
 // enters the library's go.mod; `make bench` runs it. With -profile dir (or
 // REALAPI_PROFILE=dir), each subject writes a CPU profile there
@@ -213,63 +214,130 @@ func run(nWidgets, nUpdates, nPods, rounds int, only, out string) error {
 	return nil
 }
 
-// measure runs every library's subject rounds times, the order rotating each round, and
-// returns each library's results. For scenario steady, between the subject's sync and
-// its end, it calls drive, which makes the updates the subject waits for.
+// measure runs every library's subject rounds times and returns each library's results.
+// For a sync (drive nil) the subjects run one after the other, in an order that rotates
+// each round, so that each has the machine to itself. For scenario steady they run at
+// once: every subject syncs, then drive makes the updates once, and each measures the
+// same events, arriving at the same moments. One after the other, each subject got the
+// updates at the pace the server kept while it ran, and a subject's CPU per event moved
+// by ±15% from one round to the next with that pace (the events of a busier moment come
+// several to a read, which costs less per event), more than what told the subjects apart.
 func measure(rounds int, kubeconfig, kind, ns, scenario string, objects, n int, drive func() error, extra ...string) (map[string][]result, error) {
 	out := map[string][]result{}
 	subjects := append(slices.Clone(libs), extra...)
 	for round := range rounds {
-		for i := range subjects {
-			lib := subjects[(i+round)%len(subjects)]
-			r, err := runChild(kubeconfig, lib, kind, ns, scenario, objects, n, drive)
-			if err != nil {
-				return nil, fmt.Errorf("%s, %s %s, round %d: %w", lib, kind, scenario, round+1, err)
+		var rs []result
+		var err error
+		if drive == nil {
+			for i := range subjects {
+				lib := subjects[(i+round)%len(subjects)]
+				c, err := startChild(kubeconfig, lib, kind, ns, scenario, objects, n)
+				if err != nil {
+					return nil, err
+				}
+				r, err := c.result()
+				if err != nil {
+					return nil, fmt.Errorf("%s, %s %s, round %d: %w", lib, kind, scenario, round+1, err)
+				}
+				fmt.Fprintf(os.Stderr, "round %d %-18s %s %s: %+v\n", round+1, lib, kind, scenario, r)
+				out[lib] = append(out[lib], r)
 			}
-			fmt.Fprintf(os.Stderr, "round %d %-18s %s %s: %+v\n", round+1, lib, kind, scenario, r)
-			out[lib] = append(out[lib], r)
+			continue
+		}
+		if rs, err = together(subjects, kubeconfig, kind, ns, scenario, objects, n, drive); err != nil {
+			return nil, fmt.Errorf("%s %s, round %d: %w", kind, scenario, round+1, err)
+		}
+		for i, lib := range subjects {
+			fmt.Fprintf(os.Stderr, "round %d %-18s %s %s: %+v\n", round+1, lib, kind, scenario, rs[i])
+			out[lib] = append(out[lib], rs[i])
 		}
 	}
 	return out, nil
 }
 
-func runChild(kubeconfig, lib, kind, ns, scenario string, objects, n int, drive func() error) (result, error) {
+// together runs subjects at once: it starts them all, waits until each has synced, calls
+// drive, and returns their results, in subjects' order.
+func together(subjects []string, kubeconfig, kind, ns, scenario string, objects, n int, drive func() error) ([]result, error) {
+	children := make([]*child, 0, len(subjects))
+	defer func() {
+		for _, c := range children {
+			c.kill()
+		}
+	}()
+	for _, lib := range subjects {
+		c, err := startChild(kubeconfig, lib, kind, ns, scenario, objects, n)
+		if err != nil {
+			return nil, err
+		}
+		children = append(children, c)
+	}
+	for _, c := range children {
+		if err := waitForLine(c.out, "synced"); err != nil {
+			return nil, fmt.Errorf("%s: %w: %s", c.lib, err, c.stderr.String())
+		}
+	}
+	if err := drive(); err != nil {
+		return nil, err
+	}
+	rs := make([]result, len(children))
+	for i, c := range children {
+		r, err := c.result()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.lib, err)
+		}
+		rs[i] = r
+	}
+	return rs, nil
+}
+
+// child is a subject's process.
+type child struct {
+	lib    string
+	cmd    *exec.Cmd
+	out    *bufio.Reader
+	stderr bytes.Buffer
+	done   bool
+}
+
+func startChild(kubeconfig, lib, kind, ns, scenario string, objects, n int) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return result{}, err
+		return nil, err
 	}
-	cmd := exec.Command(self, "subject", "-kubeconfig", kubeconfig, "-lib", lib, "-kind", kind, "-namespace", ns, "-scenario", scenario, "-objects", fmt.Sprint(objects), "-n", fmt.Sprint(n))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
+	c := &child{lib: lib}
+	c.cmd = exec.Command(self, "subject", "-kubeconfig", kubeconfig, "-lib", lib, "-kind", kind, "-namespace", ns, "-scenario", scenario, "-objects", fmt.Sprint(objects), "-n", fmt.Sprint(n))
+	c.cmd.Stderr = &c.stderr
+	stdout, err := c.cmd.StdoutPipe()
 	if err != nil {
-		return result{}, err
+		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return result{}, err
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
 	}
-	br := bufio.NewReader(stdout)
-	if drive != nil {
-		if err := waitForLine(br, "synced"); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return result{}, fmt.Errorf("%w: %s", err, stderr.String())
-		}
-		if err := drive(); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return result{}, err
-		}
-	}
-	data, _ := io.ReadAll(br)
-	if err := cmd.Wait(); err != nil {
-		return result{}, fmt.Errorf("%w: %s", err, stderr.String())
+	c.out = bufio.NewReader(stdout)
+	return c, nil
+}
+
+// result reads the child's result, once it has ended.
+func (c *child) result() (result, error) {
+	data, _ := io.ReadAll(c.out)
+	c.done = true
+	if err := c.cmd.Wait(); err != nil {
+		return result{}, fmt.Errorf("%w: %s", err, c.stderr.String())
 	}
 	var r result
 	if err := json.Unmarshal(data, &r); err != nil {
 		return result{}, fmt.Errorf("%w: %q", err, data)
 	}
 	return r, nil
+}
+
+// kill ends a child whose result was not read.
+func (c *child) kill() {
+	if !c.done {
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+	}
 }
 
 // parallel calls f(0..n-1) on 64 goroutines, returning the first error.

@@ -68,7 +68,7 @@ func render(rows []row, variants []variant, rounds int, loadBefore, loadAfter st
 		}
 	}
 	if len(variants) > 0 {
-		fmt.Fprintf(&b, "\n| beside them (medians of %d rounds, in the same rotation) | value | ratio | of what |\n|---|---:|---:|---|\n", rounds)
+		fmt.Fprintf(&b, "\n| beside them (medians of %d rounds, in the same rounds) | value | ratio | of what |\n|---|---:|---:|---|\n", rounds)
 		for _, v := range variants {
 			fmt.Fprintf(&b, "| %s | %.1f %s | %.2f | %s |\n", v.name, v.value, v.unit, v.ratio, v.versus)
 		}
