@@ -51,7 +51,8 @@ unit:
 fuzz:
 	@GO=$(GO) bash internal/tools/fuzz.sh $(FUZZTIME) \
 		./eventcache/:FuzzEventQueueCollection ./event/:FuzzObjectKey ./event/:FuzzNotNewerAgreesWithParsing \
-		./queue/:FuzzCompression ./queue/:FuzzIndexedFIFOMatchesMapFIFO ./queue/:FuzzAppliedIsALowWatermark ./reflect/:FuzzReflectorWatchEvents
+		./queue/:FuzzCompression ./queue/:FuzzIndexedFIFOMatchesMapFIFO ./queue/:FuzzAppliedIsALowWatermark ./reflect/:FuzzReflectorWatchEvents \
+		./typed/client/:FuzzOmitter
 
 ## demo: run the example typed controller against $$KUBECONFIG, or a local control plane
 demo: $(if $(KUBECONFIG),,controlplane)

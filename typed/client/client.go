@@ -70,6 +70,25 @@ type Dynamic[T event.Object] struct {
 	// direct, when set (ForResource), lists and watches instead of client, decoding
 	// straight into T.
 	direct *direct
+	// omitManagedFields: see WithoutManagedFields.
+	omitManagedFields bool
+}
+
+// WithoutManagedFields returns a copy of d that leaves out each object's
+// metadata.managedFields as it reads it, for a cache that would drop them anyway
+// (StripManagedFields; a Manager's caches do unless Options.KeepManagedFields): d's
+// objects come without them, and cost neither the decoding nor the memory. Over
+// ForResource and FromREST the JSON decoders never see them (each object's
+// metadata.managedFields, and only those, are replaced with null in the stream as it is
+// read; a custom resource's are often half its JSON); over FromDynamic they are removed
+// before the conversion to T. A nil d gives nil.
+func (d *Dynamic[T]) WithoutManagedFields() *Dynamic[T] {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.omitManagedFields = true
+	return &c
 }
 
 // FromDynamic returns a Dynamic over client, for example
@@ -124,7 +143,7 @@ func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T
 		return nil, err
 	}
 	if d.direct != nil {
-		return listDirect[T](ctx, d.direct, opts)
+		return listDirect[T](ctx, d.direct, opts, d.omitManagedFields)
 	}
 	ul, err := d.client.List(ctx, opts)
 	if err != nil {
@@ -140,6 +159,9 @@ func (d *Dynamic[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T
 	out.Items = make([]T, 0, len(ul.Items))
 	var errs []error
 	for i := range ul.Items {
+		if d.omitManagedFields {
+			unstructured.RemoveNestedField(ul.Items[i].Object, "metadata", "managedFields")
+		}
 		obj, err := convert[T](&ul.Items[i])
 		if err != nil {
 			errs = append(errs, err)
@@ -163,7 +185,7 @@ func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.
 		return nil, err
 	}
 	if d.direct != nil {
-		return watchDirect[T](ctx, d.direct, opts)
+		return watchDirect[T](ctx, d.direct, opts, d.omitManagedFields)
 	}
 	w, err := d.client.Watch(ctx, opts)
 	if err != nil {
@@ -178,7 +200,7 @@ func (d *Dynamic[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.
 		w.Stop()
 		return nil, fmt.Errorf("%w: the dynamic client's Watch returned a %T whose result channel is nil", reflect.ErrNilResult, w)
 	}
-	cw := &convertingWatch[T]{upstream: w, events: upstream, result: make(chan watch.Event), stop: make(chan struct{})}
+	cw := &convertingWatch[T]{upstream: w, events: upstream, result: make(chan watch.Event), stop: make(chan struct{}), omitManagedFields: d.omitManagedFields}
 	go cw.loop()
 	return cw, nil
 }
@@ -192,6 +214,8 @@ type convertingWatch[T event.Object] struct {
 	result   chan watch.Event
 	stop     chan struct{}
 	stopOnce sync.Once
+	// omitManagedFields: the objects lose their managedFields before the conversion.
+	omitManagedFields bool
 }
 
 func (w *convertingWatch[T]) ResultChan() <-chan watch.Event { return w.result }
@@ -220,6 +244,9 @@ func (w *convertingWatch[T]) loop() {
 		// ERROR events keep their status for the reflector; a nil object is for the
 		// reflector to report.
 		if u, isU := e.Object.(*unstructured.Unstructured); isU && u != nil && e.Type != watch.Error {
+			if w.omitManagedFields {
+				unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+			}
 			switch obj, err := convert[T](u); {
 			case err == nil:
 				e.Object = obj

@@ -479,3 +479,53 @@ func TestDynamicWritesAreRecordedForTheReconcile(t *testing.T) {
 		t.Errorf("writes recorded (-want +got):\n%s", diff)
 	}
 }
+
+// Over the dynamic client, WithoutManagedFields removes managedFields before converting
+// each object: listed or watched, it comes without them, and ones that would not convert
+// cost nothing.
+func TestDynamicWithoutManagedFieldsConvertsNone(t *testing.T) {
+	withFields := func(name string, fields any) *unstructured.Unstructured {
+		u := widget(name, 1)
+		u.Object["metadata"].(map[string]any)["managedFields"] = fields
+		return u
+	}
+	good := []any{map[string]any{"manager": "kubectl", "operation": "Apply"}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{widgets: "WidgetList"}, withFields("a", good), withFields("broken", "not a list"))
+	d := client.FromDynamic[*Widget](dyn.Resource(widgets).Namespace("ns"))
+	if l, err := d.List(t.Context(), metav1.ListOptions{}); !errors.Is(err, reflect.ErrIncompleteList) || len(l.Items) != 1 || l.Items[0].ManagedFields == nil {
+		t.Fatalf("without the option: List = %v, %v; want a with its managedFields, and the broken one reported", l, err)
+	}
+	d = d.WithoutManagedFields()
+	l, err := d.List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(l.Items) != 2 {
+		t.Fatalf("List = %v, %v; want both widgets", l, err)
+	}
+	for _, w := range l.Items {
+		if w.ManagedFields != nil || w.Spec.Size != 1 {
+			t.Errorf("listed %s with managedFields %v, size %d", w.Name, w.ManagedFields, w.Spec.Size)
+		}
+	}
+	w, err := d.Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := dyn.Resource(widgets).Namespace("ns").Update(t.Context(), withFields("broken", "still not a list"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		e := testwait.Recv(t, w.ResultChan(), "the broken widget's modification")
+		got, ok := e.Object.(*Widget)
+		if !ok || got.ManagedFields != nil {
+			t.Fatalf("watched %s %#v, want a *Widget without managedFields", e.Type, e.Object)
+		}
+		if e.Type == watch.Modified && got.Name == "broken" {
+			break
+		}
+	}
+	var nilDynamic *client.Dynamic[*Widget]
+	if nilDynamic.WithoutManagedFields() != nil {
+		t.Error("a nil Dynamic gave a Dynamic")
+	}
+}

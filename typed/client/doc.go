@@ -21,7 +21,8 @@
 //     that drops managedFields before objects are cached, often most of their size, and
 //     InternStrings one that makes the strings cached objects repeat (labels, namespaces,
 //     owner references, image names) share one copy. A Manager's caches apply both by
-//     default.
+//     default, and over a *Dynamic[T] they read through Dynamic.WithoutManagedFields,
+//     which does not even decode managedFields.
 //   - New returns a new, empty object of a type T.
 //
 // Errors: a nil client or object to write is an error wrapping

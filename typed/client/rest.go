@@ -94,23 +94,28 @@ func (d *direct) request(opts *metav1.ListOptions) *rest.Request {
 		SetHeader("Accept", "application/json")
 }
 
-func listDirect[T event.Object](ctx context.Context, d *direct, opts metav1.ListOptions) (*List[T], error) {
+func listDirect[T event.Object](ctx context.Context, d *direct, opts metav1.ListOptions, omitManagedFields bool) (*List[T], error) {
 	opts.Watch = false
 	body, err := d.request(&opts).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = body.Close() }()
-	return decodeList[T](body)
+	return decodeList[T](body, omitManagedFields)
 }
 
 // decodeList decodes a list response from r, each item straight into a new T. A value
 // that is not JSON fails it as a whole; an item that is JSON but does not decode into T
 // (a string where T has a number, a time that does not parse) is left out and named in an
-// error wrapping reflect.ErrIncompleteList returned with the list of the others.
-func decodeList[T event.Object](r io.Reader) (*List[T], error) {
+// error wrapping reflect.ErrIncompleteList returned with the list of the others. With
+// omitManagedFields, the items' managedFields are not decoded (see omitter).
+func decodeList[T event.Object](r io.Reader, omitManagedFields bool) (*List[T], error) {
 	body := &readErr{r: r}
-	dec := sigsjson.NewDecoderCaseSensitivePreserveInts(body)
+	var in io.Reader = body
+	if omitManagedFields {
+		in = newOmitter(body, listManagedFields)
+	}
+	dec := sigsjson.NewDecoderCaseSensitivePreserveInts(in)
 	out := &List[T]{}
 	var errs []error
 	n := 0
@@ -216,14 +221,18 @@ func expectDelim(dec sigsjson.Decoder, want rune) error {
 	return nil
 }
 
-func watchDirect[T event.Object](ctx context.Context, d *direct, opts metav1.ListOptions) (watch.Interface, error) {
+func watchDirect[T event.Object](ctx context.Context, d *direct, opts metav1.ListOptions, omitManagedFields bool) (watch.Interface, error) {
 	opts.Watch = true
 	body, err := d.request(&opts).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r := &readErr{r: body}
-	return watch.NewStreamWatcher(&watchDecoder[T]{body: body, read: r, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(r)},
+	var in io.Reader = r
+	if omitManagedFields {
+		in = newOmitter(r, watchManagedFields)
+	}
+	return watch.NewStreamWatcher(&watchDecoder[T]{body: body, read: r, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(in)},
 		// 500: the cause of a stream that does not decode is not known, as client-go says.
 		apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 }

@@ -282,3 +282,59 @@ func TestForResourceRefusesNil(t *testing.T) {
 		t.Errorf("controller.New over FromREST(nil) = %v, want ErrNilArgument", err)
 	}
 }
+
+// withManagedFields is widgetJSON with managedFields in its metadata: fields, JSON.
+func withManagedFields(name, rv, fields string) string {
+	return strings.Replace(widgetJSON(name, rv, "1"), `"metadata":{`, `"metadata":{"managedFields":`+fields+`,`, 1)
+}
+
+// WithoutManagedFields: the list's items and the watch's objects come without their
+// managedFields, which are not even decoded (ones that would not decode into a
+// ManagedFieldsEntry cost nothing), while the same client without it decodes them (and
+// reports the ones that do not decode). The rest of each object is as before.
+func TestForResourceWithoutManagedFieldsNeverDecodesThem(t *testing.T) {
+	const fields = `[{"manager":"kubectl","operation":"Apply","apiVersion":"example.com/v1","time":"2026-11-27T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:size":{}}}}]`
+	const broken = `"not a list"`
+	for _, omit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("WithoutManagedFields=%v", omit), func(t *testing.T) {
+			srv, cfg := newScriptedServer(t)
+			widgets, err := client.ForResource[*Widget](cfg, widgets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := widgets("ns")
+			if omit {
+				d = d.WithoutManagedFields()
+			}
+			srv.lists <- widgetList("10", withManagedFields("a", "5", fields), withManagedFields("broken", "6", broken))
+			l, err := d.List(t.Context(), metav1.ListOptions{})
+			switch {
+			case omit && (err != nil || len(l.Items) != 2):
+				t.Fatalf("List = %v, %v; want both widgets", l, err)
+			case !omit && (!errors.Is(err, reflect.ErrIncompleteList) || len(l.Items) != 1):
+				t.Fatalf("List = %v, %v; want a, and the broken widget's managedFields reported", l, err)
+			}
+			if a := l.Items[0]; a.Name != "a" || a.Spec.Size != 1 || a.UID != "uid-a" || (a.ManagedFields == nil) == !omit {
+				t.Errorf("listed %+v, want a with managedFields %v", a, !omit)
+			}
+
+			lines := make(chan string)
+			srv.watches <- lines
+			w, err := d.Watch(t.Context(), metav1.ListOptions{ResourceVersion: "10"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			lines <- watchEvent("MODIFIED", withManagedFields("a", "11", fields))
+			lines <- watchEvent("MODIFIED", withManagedFields("broken", "12", broken))
+			e := testwait.Recv(t, w.ResultChan(), "a's modification")
+			if a, ok := e.Object.(*Widget); !ok || a.ResourceVersion != "11" || (a.ManagedFields == nil) == !omit {
+				t.Errorf("watched %#v, want a at 11 with managedFields %v", e.Object, !omit)
+			}
+			e = testwait.Recv(t, w.ResultChan(), "the broken widget's modification")
+			if _, unreadable := e.Object.(*reflect.Unreadable); unreadable == omit {
+				t.Errorf("watched %#v; want it unreadable: %v", e.Object, !omit)
+			}
+		})
+	}
+}

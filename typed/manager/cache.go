@@ -418,6 +418,14 @@ func newController[T event.Object, L reflect.List](m *Manager, gvr schema.GroupV
 	if !gvr.Empty() {
 		resource = gvr.String()
 	}
+	if !m.opts.KeepManagedFields {
+		// The cache drops them: a client.Dynamic need not decode them.
+		if d, ok := any(lw).(*client.Dynamic[T]); ok {
+			if without, ok := any(d.WithoutManagedFields()).(controller.ListerWatcher[T, L]); ok {
+				lw = without
+			}
+		}
+	}
 	s := newServed(name, resource, awaitServed[T, L](m, name, gvr, lw))
 	copts := controller.Options[T]{
 		Options: reflect.Options[T]{

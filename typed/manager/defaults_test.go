@@ -6,9 +6,15 @@ import (
 	"testing"
 	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/typedinformer/typedinformer/controller/fake"
+	"github.com/typedinformer/typedinformer/typed/client"
 	"github.com/typedinformer/typedinformer/typed/manager"
 )
 
@@ -111,6 +117,36 @@ func TestCachesInternRepeatedStringsUnlessTold(t *testing.T) {
 			two, _ := c.GetByName("a", "two")
 			if shared := unsafe.StringData(one.Labels["app"]) == unsafe.StringData(two.Labels["app"]); shared == off {
 				t.Errorf("the label value held once: %v, want %v", shared, !off)
+			}
+		})
+	}
+}
+
+// Over a client.Dynamic a cache that drops managedFields does not decode them at all: a
+// ConfigMap whose managedFields would not convert is cached all the same, where with
+// Options.KeepManagedFields it is left out (and logged, as any object that does not convert).
+func TestCachesOverDynamicClientsDoNotDecodeManagedFieldsTheyDrop(t *testing.T) {
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("KeepManagedFields=%v", keep), func(t *testing.T) {
+			broken := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"namespace": "a", "name": "broken", "managedFields": "not a list"},
+			}}
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ConfigMapList"}, broken)
+			m := manager.New(manager.Options{KeepManagedFields: keep})
+			run(t, m)
+			src := manager.Namespaced[cm](func(ns string) *client.Dynamic[cm] { return client.FromDynamic[cm](dyn.Resource(gvr).Namespace(ns)) })
+			c, err := manager.Acquire(m, src, manager.CacheOptions[cm]{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Release()
+			if err := c.WaitForSync(testContext(t)); err != nil {
+				t.Fatal(err)
+			}
+			if _, cached := c.GetByName("a", "broken"); cached == keep {
+				t.Errorf("the ConfigMap whose managedFields do not convert is cached: %v, want %v", cached, !keep)
 			}
 		})
 	}

@@ -134,8 +134,10 @@ type Options struct {
 	// KeepManagedFields, when true, keeps metadata.managedFields in the objects the
 	// caches hold. By default a cache drops them (client.StripManagedFields, before
 	// CacheOptions.Transform): they are often most of an object's size, controllers
-	// rarely read them, and server-side apply needs none of them on the client. Read
-	// them, when a program must, with a Get.
+	// rarely read them, and server-side apply needs none of them on the client. Over a
+	// client.Dynamic (client.ForResource, client.FromREST, client.FromDynamic) they are
+	// not even decoded (client.Dynamic.WithoutManagedFields). Read them, when a program
+	// must, with a Get.
 	KeepManagedFields bool
 	// NoStringInterning, when true, keeps every cached object's strings its own. By default
 	// a cache makes the strings that objects repeat (labels, namespaces, owner
