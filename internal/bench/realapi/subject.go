@@ -189,19 +189,19 @@ func newSubject(cfg *rest.Config, lib, kind, ns string, mopts manager.Options, a
 		if err != nil {
 			return nil, err
 		}
-		return controllerSubject(widgets(ns), adds, updates)
+		return controllerSubject(widgets(ns).WithoutManagedFields(), adds, updates)
 	case watchOnly + "/widgets":
 		widgets, err := client.ForResource[*Widget](cfg, widgetGVR)
 		if err != nil {
 			return nil, err
 		}
-		return watchOnlySubject(widgets(ns), nil, adds, updates), nil
+		return watchOnlySubject(widgets(ns).WithoutManagedFields(), nil, adds, updates), nil
 	case watchKept + "/widgets":
 		widgets, err := client.ForResource[*Widget](cfg, widgetGVR)
 		if err != nil {
 			return nil, err
 		}
-		return watchOnlySubject(widgets(ns), map[string]*Widget{}, adds, updates), nil
+		return watchOnlySubject(widgets(ns).WithoutManagedFields(), map[string]*Widget{}, adds, updates), nil
 	case objectsOnly + "/pods":
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
@@ -296,8 +296,8 @@ func cacheTransform[T event.Object](obj T) (T, error) {
 }
 
 // controllerSubject is typedinformer's pipeline without a Manager: a controller.New
-// over the client, with the transform and watch-list a Manager's cache has by default,
-// and the same one handler.
+// over the client, with the client (managedFields not decoded), transform and watch-list
+// a Manager's cache has by default, and the same one handler.
 func controllerSubject(lw reflect.ListerWatcher[*Widget, *client.List[*Widget]], adds, updates *counter) (*subject, error) {
 	c, err := controller.New(lw, controller.Options[*Widget]{Options: reflect.Options[*Widget]{
 		WatchList: true,
@@ -316,7 +316,8 @@ func controllerSubject(lw reflect.ListerWatcher[*Widget, *client.List[*Widget]],
 }
 
 // watchOnlySubject lists the widgets page by page and then watches them with the same
-// client and decoder as typedinformer's cache, counting what it reads. With kept nil it
+// client and decoder as typedinformer's cache (managedFields not decoded), counting what
+// it reads. With kept nil it
 // keeps nothing: no cache, no transform, no queue; its CPU per update is the floor of
 // any client over that decoder: receiving and decoding the events. Otherwise it keeps
 // every object in kept by namespace and name, after the transform of a Manager's cache
