@@ -30,7 +30,10 @@ const MaxInternedLen = 128
 // resourceVersion, selfLink) and strings longer than MaxInternedLen. It sets only exported
 // fields, so types with unexported state (resource.Quantity, metav1.Time) keep theirs.
 // It reaches strings through structs, pointers, slices and maps, not through interfaces
-// (an unstructured object's map[string]interface{} is left as it is).
+// (an unstructured object's map[string]interface{} is left as it is). The handles of
+// the 16,384 strings interned last (by slot, see recent) are kept, so that a string stays
+// shared across garbage collections; they hold at most that many strings of up to
+// MaxInternedLen bytes alive.
 func InternStrings[T event.Object](obj T) (T, error) {
 	v := goreflect.ValueOf(obj)
 	if v.Kind() == goreflect.Pointer && !v.IsNil() {
