@@ -74,10 +74,10 @@ type Dynamic[T event.Object] struct {
 	omitManagedFields bool
 }
 
-// WithoutManagedFields returns a copy of d that leaves out each object's
-// metadata.managedFields as it reads it, for a cache that would drop them anyway
-// (StripManagedFields; a Manager's caches do unless Options.KeepManagedFields): d's
-// objects come without them, and cost neither the decoding nor the memory. Over
+// WithoutManagedFields returns a copy of d whose List and Watch leave out each object's
+// metadata.managedFields (Get and the writes are d's), for a cache that would drop them
+// anyway (StripManagedFields; a Manager's caches do unless Options.KeepManagedFields):
+// its objects come without them, and cost neither the decoding nor the memory. Over
 // ForResource and FromREST the JSON decoders never see them (each object's
 // metadata.managedFields, and only those, are replaced with null in the stream as it is
 // read; a custom resource's are often half its JSON); over FromDynamic they are removed
