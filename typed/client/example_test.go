@@ -120,3 +120,34 @@ func ExampleForResource() {
 	<-done
 	// Output: Gizmo g1 replicas: 3
 }
+
+// A cache over ForResource that does not keep managedFields need not decode them:
+// WithoutManagedFields's List and Watch leave them out of the stream before the decoder
+// reads it. (A Manager's caches do this by default.)
+func ExampleDynamic_WithoutManagedFields() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"apiVersion":"example.com/v1","kind":"GizmoList","metadata":{"resourceVersion":"7"},"items":[
+			{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"namespace":"lab","name":"g1","resourceVersion":"5",
+			 "managedFields":[{"manager":"kubectl","operation":"Apply","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:replicas":{}}}}]},
+			 "spec":{"replicas":3}}]}`)
+	}))
+	defer srv.Close()
+
+	gizmos, err := client.ForResource[*Gizmo](&rest.Config{Host: srv.URL}, schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, lw := range []*client.Dynamic[*Gizmo]{gizmos("lab"), gizmos("lab").WithoutManagedFields()} {
+		l, err := lw.List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(l.Items[0].Name, "managedFields:", len(l.Items[0].ManagedFields))
+	}
+	// Output:
+	// g1 managedFields: 1
+	// g1 managedFields: 0
+}
