@@ -29,8 +29,9 @@ const MaxInternedLen = 128
 // It leaves out the fields that are unique to an object (name, generateName, uid,
 // resourceVersion, selfLink) and strings longer than MaxInternedLen. It sets only exported
 // fields, so types with unexported state (resource.Quantity, metav1.Time) keep theirs.
-// It reaches strings through structs, pointers, slices and maps, not through interfaces
-// (an unstructured object's map[string]interface{} is left as it is). The handles of
+// It reaches strings through structs, pointers, slices and maps keyed by strings, not
+// through interfaces (an unstructured object's map[string]interface{} is left as it is)
+// or maps with other keys. The handles of
 // the 16,384 strings interned last (by slot, see recent) are kept, so that a string stays
 // shared across garbage collections; they hold at most that many strings of up to
 // MaxInternedLen bytes alive.
@@ -178,7 +179,9 @@ func (p *planner) holdsStrings(t goreflect.Type, seen map[goreflect.Type]bool) b
 	case goreflect.Slice:
 		holds = t.Elem().Kind() != goreflect.Uint8 && p.holdsStrings(t.Elem(), seen)
 	case goreflect.Map:
-		holds = t.Key().Kind() == goreflect.String || p.holdsStrings(t.Elem(), seen)
+		// Only maps keyed by strings: storing an entry back under a key that is not
+		// equal to itself (a NaN) would add one.
+		holds = t.Key().Kind() == goreflect.String
 	case goreflect.Struct:
 		if t == quantityType {
 			break
@@ -221,21 +224,18 @@ func intern(s string) string {
 	return h.Value()
 }
 
-// internMap interns a map's string keys (assigning an equal key replaces the stored one)
-// and, through elem (nil when they hold none), its values' strings; values are copies,
-// so their interned copies are stored back.
+// internMap interns the string keys of a map keyed by strings (assigning an equal key
+// replaces the stored one) and, through elem (nil when they hold none), its values'
+// strings; values are copies, so their interned copies are stored back.
 func internMap(m goreflect.Value, elem *walker) {
 	if m.IsNil() {
 		return
 	}
 	// k and v are reused for every entry: SetMapIndex stores copies.
 	k, v := goreflect.New(m.Type().Key()).Elem(), goreflect.New(m.Type().Elem()).Elem()
-	keyIsString := k.Kind() == goreflect.String
 	for iter := m.MapRange(); iter.Next(); {
 		k.SetIterKey(iter)
-		if keyIsString {
-			k.SetString(intern(k.String()))
-		}
+		k.SetString(intern(k.String()))
 		v.SetIterValue(iter)
 		if elem != nil {
 			elem.walk(v.Addr().UnsafePointer())

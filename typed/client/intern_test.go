@@ -3,6 +3,7 @@ package client_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	goreflect "reflect"
 	"runtime"
 	"runtime/debug"
@@ -302,6 +303,27 @@ func unsharedStrings(path string, a, b goreflect.Value) []string {
 		}
 	}
 	return out
+}
+
+// floatKeyed has a map whose keys are not strings, one of them not equal to itself.
+type floatKeyed struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	ByWeight map[float64]string
+}
+
+func (f *floatKeyed) DeepCopyObject() k8sruntime.Object { panic("not used") }
+
+// A map keyed by anything but strings is left as it is: storing an entry back under a
+// NaN key would add one, not replace it.
+func TestInternStringsLeavesMapsWithOtherKeys(t *testing.T) {
+	obj := &floatKeyed{ByWeight: map[float64]string{math.NaN(): "heavy", 1: "light"}}
+	if _, err := client.InternStrings(obj); err != nil {
+		t.Fatal(err)
+	}
+	if len(obj.ByWeight) != 2 {
+		t.Errorf("the map has %d entries after interning, want 2: %v", len(obj.ByWeight), obj.ByWeight)
+	}
 }
 
 // concurrent is a type no other test interns, so that its walker is planned while the

@@ -25,6 +25,8 @@ type omitter struct {
 	next int
 	// out holds the part of a replacement that did not fit into the caller's buffer.
 	out []byte
+	// err is what r returned with the last bytes of in.
+	err error
 
 	inString, escaped bool
 	// stack holds, for each open object or array, whether it is on path (each key from
@@ -42,6 +44,8 @@ type omitter struct {
 	skip      bool
 	skipDepth int
 	scalar    bool
+	// valueSeen: the value being left out has begun, and null was written for it.
+	valueSeen bool
 }
 
 type level struct{ onPath, object bool }
@@ -56,11 +60,16 @@ func (o *omitter) Read(p []byte) (int, error) {
 	o.out = o.out[n:]
 	for n == 0 && len(p) > 0 {
 		if o.next == len(o.in) {
+			if o.err != nil {
+				return 0, o.err
+			}
 			m, err := o.r.Read(o.in[:cap(o.in)])
 			o.in, o.next = o.in[:m], 0
 			if m == 0 {
 				return 0, err
 			}
+			// An error that came with data is returned once the data is passed on.
+			o.err = err
 		}
 		n = o.filter(p)
 	}
@@ -93,21 +102,25 @@ func (o *omitter) filter(p []byte) int {
 		}
 		c := o.in[o.next]
 		if o.skip {
+			starts := !o.valueSeen && c != ' ' && c != '\t' && c != '\n' && c != '\r'
 			if o.skipByte(c) {
 				o.next++
+				if starts {
+					// null stands for the value from its first byte on: a value that is
+					// missing (a colon, then a brace) stays the syntax error it is.
+					o.valueSeen = true
+					m := copy(p[w:], "null")
+					w += m
+					o.out = append(o.out[:0], "null"[m:]...)
+				}
 				continue
 			}
-			o.skip = false // c is the first byte after a number or literal: the stream's
+			o.skip = false // c is the first byte after the value: the stream's
 		}
 		o.next++
 		p[w] = c
 		w++
 		o.step(c)
-		if o.skip { // c is the colon before the value to leave out
-			m := copy(p[w:], "null")
-			w += m
-			o.out = append(o.out[:0], "null"[m:]...)
-		}
 	}
 	return w
 }
@@ -142,7 +155,7 @@ func (o *omitter) step(c byte) {
 	case ':':
 		o.onPath = o.keyOK && d >= 1 && d <= len(o.path) && o.path[d-1] != "*" && string(o.key) == o.path[d-1]
 		if o.onPath && d == len(o.path) {
-			o.skip, o.skipDepth, o.scalar, o.onPath = true, 0, false, false
+			o.skip, o.skipDepth, o.scalar, o.valueSeen, o.onPath = true, 0, false, false, false
 		}
 	case '{', '[':
 		onPath := d == 0 // the stream's values

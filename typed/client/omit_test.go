@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -59,6 +60,9 @@ func TestOmitterReplacesOnlyTheObjectsManagedFields(t *testing.T) {
 		{"a list", listManagedFields,
 			`{"kind":"WList","metadata":{"resourceVersion":"5","managedFields":[0]},"items":[{"metadata":{"name":"a","managedFields":[{"m":"["}]}},{"metadata":{"name":"b"}},{"metadata":{"managedFields":[1]}}]}`,
 			`{"kind":"WList","metadata":{"resourceVersion":"5","managedFields":[0]},"items":[{"metadata":{"name":"a","managedFields":null}},{"metadata":{"name":"b"}},{"metadata":{"managedFields":null}}]}`},
+		{"a missing value stays a syntax error", watchManagedFields,
+			`{"object":{"metadata":{"managedFields":}}} {"object":{"metadata":{"managedFields": ,"a":1}}}`,
+			`{"object":{"metadata":{"managedFields":}}} {"object":{"metadata":{"managedFields":,"a":1}}}`},
 		{"items that are not in an array", listManagedFields,
 			`{"items":{"*":{"metadata":{"managedFields":[1]}}}}`,
 			`{"items":{"*":{"metadata":{"managedFields":[1]}}}}`},
@@ -70,6 +74,33 @@ func TestOmitterReplacesOnlyTheObjectsManagedFields(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// dataThenError returns data together with err, then io.EOF: a connection that breaks
+// just after its last bytes came.
+type dataThenError struct {
+	data []byte
+	err  error
+	done bool
+}
+
+func (r *dataThenError) Read(p []byte) (int, error) {
+	if r.done {
+		return 0, io.EOF
+	}
+	r.done = true
+	return copy(p, r.data), r.err
+}
+
+// An error that a read returns together with the last bytes reaches the decoder after
+// those bytes, as from the reader itself: a broken stream is never taken for its end.
+func TestOmitterPassesOnAnErrorThatCameWithData(t *testing.T) {
+	broken := errors.New("connection reset")
+	in := `{"type":"ADDED","object":{"metadata":{"managedFields":[1]}}}`
+	got, err := io.ReadAll(newOmitter(&dataThenError{data: []byte(in), err: broken}, watchManagedFields))
+	if !errors.Is(err, broken) || string(got) != `{"type":"ADDED","object":{"metadata":{"managedFields":null}}}` {
+		t.Errorf("read %q, %v; want the filtered event, then %v", got, err, broken)
 	}
 }
 
