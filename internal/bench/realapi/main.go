@@ -226,8 +226,10 @@ func measure(rounds int, kubeconfig, kind, ns, scenario string, objects, n int, 
 	out := map[string][]result{}
 	subjects := append(slices.Clone(libs), extra...)
 	for round := range rounds {
-		var rs []result
-		var err error
+		record := func(lib string, r result) {
+			fmt.Fprintf(os.Stderr, "round %d %-18s %s %s: %+v\n", round+1, lib, kind, scenario, r)
+			out[lib] = append(out[lib], r)
+		}
 		if drive == nil {
 			for i := range subjects {
 				lib := subjects[(i+round)%len(subjects)]
@@ -239,17 +241,16 @@ func measure(rounds int, kubeconfig, kind, ns, scenario string, objects, n int, 
 				if err != nil {
 					return nil, fmt.Errorf("%s, %s %s, round %d: %w", lib, kind, scenario, round+1, err)
 				}
-				fmt.Fprintf(os.Stderr, "round %d %-18s %s %s: %+v\n", round+1, lib, kind, scenario, r)
-				out[lib] = append(out[lib], r)
+				record(lib, r)
 			}
 			continue
 		}
-		if rs, err = together(subjects, kubeconfig, kind, ns, scenario, objects, n, drive); err != nil {
+		rs, err := together(subjects, kubeconfig, kind, ns, scenario, objects, n, drive)
+		if err != nil {
 			return nil, fmt.Errorf("%s %s, round %d: %w", kind, scenario, round+1, err)
 		}
 		for i, lib := range subjects {
-			fmt.Fprintf(os.Stderr, "round %d %-18s %s %s: %+v\n", round+1, lib, kind, scenario, rs[i])
-			out[lib] = append(out[lib], rs[i])
+			record(lib, rs[i])
 		}
 	}
 	return out, nil
