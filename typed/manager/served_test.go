@@ -236,7 +236,8 @@ func testRemovedThenResumed(t *testing.T, paged bool) {
 			c := acquire(t, m, src)
 			defer c.Release()
 			events := &eventcheck.Types[cm]{}
-			if _, err := c.AddHandler("events", events); err != nil {
+			reg, err := c.AddHandler("events", events)
+			if err != nil {
 				t.Fatal(err)
 			}
 			reconciled := newReconciles()
@@ -252,6 +253,12 @@ func testRemovedThenResumed(t *testing.T, paged bool) {
 			// Synced means listed: the deletions reach the cache through its watch, which
 			// must be open before remove() makes the resource not served.
 			if err := r.objs.WaitForWatchers(testContext(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			// The handler must have handled the additions: a deletion reaching its backlog
+			// while the addition is pending there cancels it (the handler never knew the
+			// object), and it would hear of neither.
+			if err := reg.WaitForSync(testContext(t)); err != nil {
 				t.Fatal(err)
 			}
 
