@@ -50,7 +50,7 @@ unit:
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:
 	@GO=$(GO) bash internal/tools/fuzz.sh $(FUZZTIME) \
-		./eventcache/:FuzzEventQueueCollection ./event/:FuzzObjectKey ./event/:FuzzNotNewerAgreesWithParsing \
+		./eventcache/:FuzzEventQueueCollection ./event/:FuzzObjectKey ./event/:FuzzNotNewerAgreesWithParsing ./event/:FuzzUIDNote \
 		./queue/:FuzzCompression ./queue/:FuzzIndexedFIFOMatchesMapFIFO ./queue/:FuzzAppliedIsALowWatermark ./reflect/:FuzzReflectorWatchEvents \
 		./typed/client/:FuzzOmitter
 

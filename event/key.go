@@ -3,6 +3,8 @@ package event
 import (
 	"fmt"
 	"strconv"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // KeyFunc returns the cache key of an object. It returns an error, never panics, for an
@@ -88,3 +90,61 @@ func canonical(s string) bool {
 	}
 	return true
 }
+
+// UIDNote returns the 16 bytes of uid when it is a UUID in the canonical form the API
+// server assigns (36 characters: lower-case hex digits in groups of 8-4-4-4-12), so that
+// a caller that keeps the note of the object it holds tells a different object by
+// comparing notes, without reading the old object: two such UIDs are equal exactly when
+// their notes are. ok is false for any other UID, and for the nil UUID, whose note would
+// be the zero value that means "no note".
+func UIDNote(uid types.UID) (note [16]byte, ok bool) {
+	if len(uid) != 36 {
+		return note, false
+	}
+	u := (*[36]byte)([]byte(uid)) // a copy that does not escape; constant indices below
+	if u[8] != '-' || u[13] != '-' || u[18] != '-' || u[23] != '-' {
+		return note, false
+	}
+	var bad byte
+	pair := func(j, i int) {
+		hi, lo := hexValue[u[i]], hexValue[u[i+1]]
+		bad |= hi | lo
+		note[j] = hi<<4 | lo&0xf
+	}
+	pair(0, 0)
+	pair(1, 2)
+	pair(2, 4)
+	pair(3, 6)
+	pair(4, 9)
+	pair(5, 11)
+	pair(6, 14)
+	pair(7, 16)
+	pair(8, 19)
+	pair(9, 21)
+	pair(10, 24)
+	pair(11, 26)
+	pair(12, 28)
+	pair(13, 30)
+	pair(14, 32)
+	pair(15, 34)
+	if bad&0xf0 != 0 {
+		return [16]byte{}, false
+	}
+	return note, note != [16]byte{}
+}
+
+// hexValue holds the value of each lower-case hex digit, and 0xff for every other byte
+// (upper case included: it would give two UIDs that differ as strings the same note).
+var hexValue = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		default:
+			t[c] = 0xff
+		}
+	}
+	return t
+}()

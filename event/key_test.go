@@ -2,10 +2,12 @@ package event_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/typedinformer/typedinformer/event"
 	"github.com/typedinformer/typedinformer/internal/testsupport/fuzzseed"
@@ -56,6 +58,51 @@ func FuzzObjectKey(f *testing.F) {
 		}
 		if gotNS != ns || gotName != name {
 			t.Fatalf("SplitKey(%q) = %q, %q; want %q, %q", key, gotNS, gotName, ns, name)
+		}
+	})
+}
+
+func TestUIDNote(t *testing.T) {
+	const uuid = "6f1c9a3e-0a5b-4c1e-9d5e-2b7f4c3a1d0f"
+	want := [16]byte{0x6f, 0x1c, 0x9a, 0x3e, 0x0a, 0x5b, 0x4c, 0x1e, 0x9d, 0x5e, 0x2b, 0x7f, 0x4c, 0x3a, 0x1d, 0x0f}
+	if note, ok := event.UIDNote(uuid); !ok || note != want {
+		t.Errorf("UIDNote(%q) = %x, %v; want %x, true", uuid, note, ok, want)
+	}
+	for _, uid := range []types.UID{
+		"",
+		"uid-1",
+		"00000000-0000-0000-0000-000000000000",  // the nil UUID: its note would mean none
+		"6F1C9A3E-0A5B-4C1E-9D5E-2B7F4C3A1D0F",  // upper case: another string, the same bytes
+		"6f1c9a3e-0a5b-4c1e-9d5e-2b7f4c3a1d0",   // too short
+		"6f1c9a3e-0a5b-4c1e-9d5e-2b7f4c3a1d0f0", // too long
+		"6f1c9a3e00a5b-4c1e-9d5e-2b7f4c3a1d0f",  // a digit where a dash goes
+		"6f1c9a3e-0a5b-4c1e-9d5e-2b7f4c3a1d0g",  // not hex
+		"{6f1c9a3e-0a5b-4c1e-9d5e-2b7f4c3a1d}",
+	} {
+		if note, ok := event.UIDNote(uid); ok || note != ([16]byte{}) {
+			t.Errorf("UIDNote(%q) = %x, %v; want no note", uid, note, ok)
+		}
+	}
+}
+
+// FuzzUIDNote checks the promise the cache relies on, that two UIDs with notes are
+// equal exactly when their notes are: a UID with a note is the note written back as a
+// canonical UUID, so no two UIDs share one.
+func FuzzUIDNote(f *testing.F) {
+	f.Add("6f1c9a3e-0a5b-4c1e-9d5e-2b7f4c3a1d0f")
+	f.Add("6F1C9A3E-0A5B-4C1E-9D5E-2B7F4C3A1D0F")
+	f.Add("00000000-0000-0000-0000-000000000001")
+	f.Add("uid-1")
+	f.Fuzz(func(t *testing.T, uid string) {
+		note, ok := event.UIDNote(types.UID(uid))
+		if !ok {
+			if note != ([16]byte{}) {
+				t.Errorf("UIDNote(%q) = %x, false: want the zero note", uid, note)
+			}
+			return
+		}
+		if back := fmt.Sprintf("%x-%x-%x-%x-%x", note[:4], note[4:6], note[6:8], note[8:10], note[10:]); back != uid {
+			t.Errorf("UIDNote(%q) = %x, which is the UID %q", uid, note, back)
 		}
 	})
 }

@@ -92,7 +92,7 @@ func (c *ResourceTrackingConsumer[T]) apply(events []event.Event[T], entries []*
 		}
 		switch e.Type {
 		case event.Added, event.Modified:
-			prior, existed, stale, err := c.w.set(en, key, e.Object, !e.Sync)
+			prior, existed, recreated, stale, err := c.w.set(en, key, e.Object, !e.Sync)
 			if stale {
 				if prior.GetResourceVersion() != e.Object.GetResourceVersion() {
 					errs = append(errs, fmt.Errorf("%w: %s %s at resource version %s, the cache has %s",
@@ -104,7 +104,7 @@ func (c *ResourceTrackingConsumer[T]) apply(events []event.Event[T], entries []*
 				errs = append(errs, fmt.Errorf("indexing %s: %w", key, err))
 			}
 			switch {
-			case existed && recreated(prior, e.Object):
+			case recreated:
 				// Deleted and created again while the watch was down: the handlers get the
 				// deletion of the old object, then the new one as an addition. Two events
 				// for one would overwrite events not yet read, so out moves to its own
@@ -134,12 +134,6 @@ func (c *ResourceTrackingConsumer[T]) apply(events []event.Event[T], entries []*
 		out = append(out, e)
 	}
 	return out, append(errs, c.w.takeMutations()...)
-}
-
-// recreated reports whether next is a different object (by UID) under the same key.
-func recreated[T event.Object](prior, next T) bool {
-	p, n := prior.GetUID(), next.GetUID()
-	return p != "" && n != "" && p != n
 }
 
 // Deliver passes events, as Apply returned them, to the sink.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/typedinformer/typedinformer/event"
@@ -518,22 +519,52 @@ func TestStaleWatchEventIsReported(t *testing.T) {
 	}
 }
 
+// A relist that finds another object (another UID) under a known key delivers the old
+// one's deletion, then the new one as an addition; the same UID is a modification. The
+// cache tells UIDs the server assigns apart by the notes it keeps of them (see
+// event.UIDNote), and any others by comparing them as strings, with the same answers.
 func TestRelistOfARecreatedObjectDeliversDeletionThenAddition(t *testing.T) {
-	p := newPipeline()
-	old := cm("a", "1")
-	old.UID = "uid-1"
-	p.replace(t, old, cm("b", "2"))
-	p.drain()
-	recreated := cm("a", "5")
-	recreated.UID = "uid-2"
-	p.replace(t, recreated, cm("b", "2"))
-	want := []delivered{
+	const (
+		uuid1 = "6f1c9a3e-0a5b-4c1e-9d5e-2b7f4c3a1d00"
+		uuid2 = "6f1c9a3e-0a5b-4c1e-9d5e-2b7f4c3a1d01" // differs in the last digit only
+	)
+	recreatedWant := []delivered{
 		{Key: "ns/a", Type: event.Deleted, RV: "1", PriorRV: "1", Sync: true, FinalStateUnknown: true},
 		{Key: "ns/a", Type: event.Added, RV: "5", Sync: true},
 		{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true},
 	}
-	if diff := cmp.Diff(want, p.drain()); diff != "" {
-		t.Errorf("delivered (-want +got):\n%s", diff)
+	sameWant := []delivered{
+		{Key: "ns/a", Type: event.Modified, RV: "5", PriorRV: "1", Sync: true},
+		{Key: "ns/b", Type: event.Modified, RV: "2", PriorRV: "2", Sync: true},
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new types.UID
+		want     []delivered
+	}{
+		{"UUIDs, different", uuid1, uuid2, recreatedWant},
+		{"UUIDs, the same", uuid1, uuid1, sameWant},
+		{"other UIDs, different", "uid-1", "uid-2", recreatedWant},
+		{"other UIDs, the same", "uid-1", "uid-1", sameWant},
+		{"a UUID, then another UID", uuid1, "uid-1", recreatedWant},
+		{"another UID, then a UUID", "uid-1", uuid1, recreatedWant},
+		{"a UUID, then its upper case", uuid1, "6F1C9A3E-0A5B-4C1E-9D5E-2B7F4C3A1D00", recreatedWant},
+		{"no UID, then a UUID", "", uuid1, sameWant},
+		{"a UUID, then no UID", uuid1, "", sameWant},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPipeline()
+			old := cm("a", "1")
+			old.UID = tc.old
+			p.replace(t, old, cm("b", "2"))
+			p.drain()
+			next := cm("a", "5")
+			next.UID = tc.new
+			p.replace(t, next, cm("b", "2"))
+			if diff := cmp.Diff(tc.want, p.drain()); diff != "" {
+				t.Errorf("delivered (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

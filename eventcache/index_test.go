@@ -307,7 +307,7 @@ func TestEntryNotesFollowTheObject(t *testing.T) {
 	} {
 		held := cm("y", tc.held)
 		w.Set("y", held)
-		_, _, stale, _ := w.set(nil, "y", cm("y", tc.next), true)
+		_, _, _, stale, _ := w.set(nil, "y", cm("y", tc.next), true)
 		if stale != tc.stale {
 			t.Errorf("holding %s, %s: stale = %v, want %v", tc.held, tc.next, stale, tc.stale)
 		}

@@ -146,14 +146,15 @@ func (w *Writer[T]) AddIndexers(indexers Indexers[T]) error {
 // always stored; an error means that one of the index functions failed, and obj is then
 // missing from that index only.
 func (w *Writer[T]) Set(key string, obj T) (prior T, existed bool, err error) {
-	prior, existed, _, err = w.set(nil, key, obj, false)
+	prior, existed, _, _, err = w.set(nil, key, obj, false)
 	return prior, existed, err
 }
 
 // set is Set; with onlyNewer it leaves the store alone, and reports stale, when obj is not
 // newer than the stored object (see event.NotNewer). it is key's entry when the caller
 // has it (the consumer, from its backlog: see entryConsumer), which saves the lookup.
-func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (prior T, existed, stale bool, err error) {
+// recreated says that obj is a different object (by UID) from the one it replaced.
+func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (prior T, existed, recreated, stale bool, err error) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,7 +168,7 @@ func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (
 	if existed && onlyNewer {
 		// The entry's note spares reading the prior object (see queue.Entry.SetObject).
 		if pv := it.Version(); pv != 0 && canonical && version <= pv || (pv == 0 || !canonical) && event.NotNewer(prior, obj) {
-			return prior, true, true, nil
+			return prior, true, false, true, nil
 		}
 	}
 	if it == nil {
@@ -196,9 +197,19 @@ func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (
 	if !canonical {
 		version = 0
 	}
-	it.SetObject(obj, ns, version)
+	uid, _ := event.UIDNote(obj.GetUID())
+	if existed {
+		// The notes spare reading the prior object, when both UIDs are the server's.
+		if priorUID := it.UID(); priorUID != ([16]byte{}) && uid != ([16]byte{}) {
+			recreated = priorUID != uid
+		} else {
+			p, n := prior.GetUID(), obj.GetUID()
+			recreated = p != "" && n != "" && p != n
+		}
+	}
+	it.SetObject(obj, ns, version, uid)
 	if len(s.indexers) == 0 {
-		return prior, existed, false, err
+		return prior, existed, recreated, false, err
 	}
 	for name, fn := range s.indexers {
 		var old []string
@@ -221,7 +232,7 @@ func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (
 			addItem(idx, v, it)
 		}
 	}
-	return prior, existed, false, err
+	return prior, existed, recreated, false, err
 }
 
 // Delete removes key and returns the object it held, if any.

@@ -21,6 +21,7 @@ type Entry[T event.Object] struct {
 	obj       T
 	namespace string
 	version   uint64
+	uid       [16]byte
 	known     bool
 	marked    bool
 	// inLine says the key is pending: in the line between head and tail.
@@ -52,25 +53,29 @@ func (en *Entry[T]) Key() string { return en.key }
 // Object returns the object the owner keeps for the key, and whether it keeps one.
 func (en *Entry[T]) Object() (T, bool) { return en.obj, en.known }
 
-// SetObject makes obj the object the owner keeps for the key, with two notes on it that
-// the owner can read back without reading obj, a miss in the CPU's caches with many
-// objects: its namespace (a string the owner may share across entries) and its resource
-// version as event.Version gives it (0 when it has none).
-func (en *Entry[T]) SetObject(obj T, namespace string, version uint64) {
-	en.obj, en.namespace, en.version, en.known = obj, namespace, version, true
+// SetObject makes obj the object the owner keeps for the key, with three notes on it
+// that the owner can read back without reading obj, a miss in the CPU's caches with many
+// objects: its namespace (a string the owner may share across entries), its resource
+// version as event.Version gives it (0 when it has none) and its UID as event.UIDNote
+// gives it (zero when it has none).
+func (en *Entry[T]) SetObject(obj T, namespace string, version uint64, uid [16]byte) {
+	en.obj, en.namespace, en.version, en.uid, en.known = obj, namespace, version, uid, true
 }
 
 // ClearObject drops the object the owner keeps for the key.
 func (en *Entry[T]) ClearObject() {
 	var zero T
-	en.obj, en.namespace, en.version, en.known = zero, "", 0, false
+	en.obj, en.namespace, en.version, en.uid, en.known = zero, "", 0, [16]byte{}, false
 }
 
-// Namespace and Version return the notes SetObject took on the object.
+// Namespace returns the namespace SetObject noted.
 func (en *Entry[T]) Namespace() string { return en.namespace }
 
 // Version returns the resource version SetObject noted, 0 when there is none.
 func (en *Entry[T]) Version() uint64 { return en.version }
+
+// UID returns the UID note SetObject took, zero when there is none.
+func (en *Entry[T]) UID() [16]byte { return en.uid }
 
 // Pending reports whether events of the key are pending (the key is in line). Popped
 // keys are not pending while the consumer applies them.

@@ -54,7 +54,7 @@ func (x *mapIndex) apply(known map[string]bool, events []ev) {
 			en.ClearObject()
 		} else {
 			known[e.Key] = true
-			en.SetObject(e.Object, e.Object.Namespace, 0)
+			en.SetObject(e.Object, e.Object.Namespace, 0, [16]byte{})
 		}
 	}
 }
@@ -175,7 +175,7 @@ func (c *entryConsumer) ApplyEntries(batch []ev, entries []*queue.Entry[*corev1.
 		if e.Type == event.Deleted {
 			entries[k].ClearObject()
 		} else {
-			entries[k].SetObject(e.Object, e.Object.Namespace, 0)
+			entries[k].SetObject(e.Object, e.Object.Namespace, 0, [16]byte{})
 		}
 	}
 	return batch, nil
