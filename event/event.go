@@ -1,6 +1,8 @@
 // Package event defines the typed events that flow through typedinformer's pipeline, the
-// object constraint every stage shares, and the functions that turn an object into its
-// cache key.
+// object constraint every stage shares, the functions that turn an object into its
+// cache key, and the notes a stage keeps of an object to judge the next state without
+// reading the one it holds ([Version] orders resource versions as [NotNewer] does;
+// [UIDNote] tells another object by its UID).
 //
 // An [Event] is a value: it carries the object's new state (or, for a deletion, its last
 // state), the state the consumer knew before the event, and where the event came from (a
