@@ -105,6 +105,55 @@ func selected(selector string) reflect.Options[obj] {
 	return reflect.Options[obj]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = selector }}
 }
 
+// Requests made while the reflector is not watching are each served once it is: asked for
+// progress and a relist while it lists, it lists again and opens the watch for progress,
+// although it hears of both by one wake-up.
+func TestProgressAndARelistAskedForTogetherAreBothServed(t *testing.T) {
+	lw := fake.New[obj, list](&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}})
+	gated := &secondListWaits{ListerWatcher: lw, entered: make(chan struct{}), release: make(chan struct{})}
+	c := testctl.New(t, gated, controller.Options[obj]{})
+	run(t, c)
+	testwait.Eventually(t, "the list applied", func() bool { rv, ok := c.Applied(); return ok && rv == 1 }, 10*time.Second)
+	c.RequestRelist()
+	<-gated.entered // the second list waits: no watch loop runs
+	c.RequestProgress()
+	c.RequestRelist()
+	close(gated.release)
+	// Each list is followed by the cache's own watch; a watch more is one for progress.
+	served := func() (lists, probes int) {
+		for _, a := range lw.Actions() {
+			switch a.Verb {
+			case fake.VerbList:
+				lists++
+			case fake.VerbWatch:
+				probes++
+			}
+		}
+		return lists, probes - lists
+	}
+	testwait.Eventually(t, "a third list and a watch for progress", func() bool { l, p := served(); return l == 3 && p >= 1 }, 10*time.Second)
+}
+
+// secondListWaits makes its second List wait until release is closed, saying so on
+// entered.
+type secondListWaits struct {
+	controller.ListerWatcher[obj, list]
+	entered, release chan struct{}
+	lists            atomic.Int32
+}
+
+func (s *secondListWaits) List(ctx context.Context, opts metav1.ListOptions) (list, error) {
+	if s.lists.Add(1) == 2 {
+		close(s.entered)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.ListerWatcher.List(ctx, opts)
+}
+
 // When bookmarks do not come, a consistent relist does what they would: RequestRelist
 // lists again with resourceVersion "" and Applied reaches that list's version, although
 // nothing the controller watches changed.

@@ -58,6 +58,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -191,22 +192,25 @@ type Reflector[T event.Object, L List] struct {
 	watchListUnsupported bool
 	// watchListAsked is set once WatchListUnsupported has been asked.
 	watchListAsked bool
-	// progress asks the watch loop for a bookmark (see RequestProgress); capacity 1, so
-	// that requests made while one is pending are one.
-	progress chan struct{}
-	// probed carries a probe's finding to the watch loop, which alone keeps it in
-	// found until its own watch has caught up with it.
-	probed  chan probe
+	// The requests to the watch loop: each is set first, then control is poked (see
+	// poke), and the loop reads them once it takes the poke. Waiting for events and one
+	// control channel costs the loop, which waits once per event when the watch is not
+	// busy, much less than waiting on a channel per request.
+	control chan struct{}
+	// progressAsked asks for a bookmark (see RequestProgress); relistAsked for a
+	// consistent relist (see RequestRelist). Requests made while one is pending are one.
+	progressAsked, relistAsked atomic.Bool
+	// probed is a probe's finding, not yet taken by the watch loop, which alone keeps it
+	// in found until its own watch has caught up with it. Guarded by mu.
+	probed  *probe
 	found   *probe
 	probing bool // guarded by mu
 	probes  sync.WaitGroup
-	// relistReq asks the watch loop for a consistent relist (see RequestRelist).
-	relistReq chan struct{}
 }
 
 // New returns a Reflector that feeds cache from lw.
 func New[T event.Object, L List](lw ListerWatcher[T, L], cache eventcache.EventCache[T], opts Options[T]) *Reflector[T, L] {
-	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock, stallClock: clock.RealClock{}, progress: make(chan struct{}, 1), relistReq: make(chan struct{}, 1), probed: make(chan probe)}
+	r := &Reflector[T, L]{lw: lw, cache: cache, opts: opts, clock: opts.Clock, stallClock: clock.RealClock{}, control: make(chan struct{}, 1)}
 	if guard.IsNil(r.clock) { // a typed-nil Clock is none, as a nil one is
 		r.clock = clock.RealClock{}
 	}
@@ -242,8 +246,15 @@ func (r *Reflector[T, L]) LastSyncResourceVersion() string {
 // second one showed before it. Requests made while one is pending are one; it never
 // blocks.
 func (r *Reflector[T, L]) RequestProgress() {
+	r.progressAsked.Store(true)
+	r.poke()
+}
+
+// poke tells the watch loop that a request is set; it never blocks. A poke already
+// pending covers this one: the loop reads every request once it takes it.
+func (r *Reflector[T, L]) poke() {
 	select {
-	case r.progress <- struct{}{}:
+	case r.control <- struct{}{}:
 	default:
 	}
 }
@@ -307,10 +318,8 @@ func (r *Reflector[T, L]) ConsistentRV(ctx context.Context) (string, error) {
 // cache waiting to catch up falls back on when asking for bookmarks did not do. Requests
 // made while one is pending are one; it never blocks.
 func (r *Reflector[T, L]) RequestRelist() {
-	select {
-	case r.relistReq <- struct{}{}:
-	default:
-	}
+	r.relistAsked.Store(true)
+	r.poke()
 }
 
 func (r *Reflector[T, L]) setRV(ctx context.Context, rv string) {
@@ -731,6 +740,8 @@ const fastEvents = 64
 // handleWatch applies w's events to the cache until w ends, fails or ctx is done, and
 // returns how many events it received.
 func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.Event, resync <-chan time.Time) (int, error) {
+	// The end of ctx is a request like the others, so that the loop waits on two channels.
+	defer context.AfterFunc(ctx, r.poke)()
 	n := 0
 	for fast := 0; ; fast++ {
 		r.caughtUp()
@@ -749,16 +760,11 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 		if !ready {
 			fast = 0
 			select {
-			case <-ctx.Done():
-				return n, ctx.Err()
-			case <-r.progress:
-				r.startProbe(ctx)
+			case <-r.control:
+				if err := r.requested(ctx); err != nil {
+					return n, err
+				}
 				continue
-			case p := <-r.probed:
-				r.found = &p
-				continue
-			case <-r.relistReq:
-				return n, errRelistRequested
 			case <-resync:
 				if err := r.cache.Synchronize(); err != nil {
 					r.report(ctx, fmt.Errorf("%s: synchronize: %w", r.opts.Name, err))
@@ -828,6 +834,27 @@ func (r *Reflector[T, L]) handleWatch(ctx context.Context, events <-chan watch.E
 	}
 }
 
+// requested serves every request the watch loop was poked for, returning the error that
+// ends the watch when ctx is done or a relist is asked for. A relist comes last: the poke
+// that told of it told of the others too, and none comes for them again.
+func (r *Reflector[T, L]) requested(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.progressAsked.Swap(false) {
+		r.startProbe(ctx)
+	}
+	r.mu.Lock()
+	if r.probed != nil {
+		r.found, r.probed = r.probed, nil
+	}
+	r.mu.Unlock()
+	if r.relistAsked.Swap(false) {
+		return errRelistRequested
+	}
+	return nil
+}
+
 // probe is what a watch opened for RequestProgress found: the server had sent every event
 // of the reflector's selection up to bookmark, the newest of them at last (0 for none).
 type probe struct{ last, bookmark uint64 }
@@ -854,10 +881,13 @@ func (r *Reflector[T, L]) startProbe(ctx context.Context) {
 			klog.FromContext(ctx).V(4).Info("no bookmark from the watch opened for progress", "reflector", r.opts.Name, "from", from, "err", err)
 			return
 		}
-		select {
-		case r.probed <- p:
-		case <-ctx.Done():
+		if ctx.Err() != nil {
+			return
 		}
+		r.mu.Lock()
+		r.probed = &p
+		r.mu.Unlock()
+		r.poke()
 	})
 }
 
