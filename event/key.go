@@ -101,7 +101,7 @@ func UIDNote(uid types.UID) (note [16]byte, ok bool) {
 	if len(uid) != 36 {
 		return note, false
 	}
-	u := (*[36]byte)([]byte(uid)) // a copy that does not escape; constant indices below
+	u := (*[36]byte)([]byte(uid)) // read only: no copy; an array, so the indices below are not checked
 	if u[8] != '-' || u[13] != '-' || u[18] != '-' || u[23] != '-' {
 		return note, false
 	}
