@@ -105,7 +105,7 @@ func selected(selector string) reflect.Options[obj] {
 	return reflect.Options[obj]{ListOptions: func(o *metav1.ListOptions) { o.LabelSelector = selector }}
 }
 
-// Requests made while the reflector is not watching are each served once it is: asked for
+// DESIGN 19: requests made while the reflector is not watching are each served once it is: asked for
 // progress and a relist while it lists, it lists again and opens the watch for progress,
 // although it hears of both by one wake-up.
 func TestProgressAndARelistAskedForTogetherAreBothServed(t *testing.T) {

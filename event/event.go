@@ -2,7 +2,7 @@
 // object constraint every stage shares, the functions that turn an object into its
 // cache key, and the notes a stage keeps of an object to judge the next state without
 // reading the one it holds ([Version] orders resource versions as [NotNewer] does;
-// [UIDNote] tells another object by its UID).
+// [UIDNote] tells another object by its UID, as [OtherObject] does from both objects).
 //
 // An [Event] is a value: it carries the object's new state (or, for a deletion, its last
 // state), the state the consumer knew before the event, and where the event came from (a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -89,6 +90,14 @@ func canonical(s string) bool {
 		}
 	}
 	return true
+}
+
+// OtherObject reports whether a and b are different objects (by UID) of the same name:
+// one was deleted and the other created under its name. Objects without a UID are taken
+// to be the same.
+func OtherObject(a, b metav1.Object) bool {
+	ua, ub := a.GetUID(), b.GetUID()
+	return ua != "" && ub != "" && ua != ub
 }
 
 // UIDNote returns the 16 bytes of uid when it is a UUID in the canonical form the API

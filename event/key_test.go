@@ -106,3 +106,22 @@ func FuzzUIDNote(f *testing.F) {
 		}
 	})
 }
+
+func TestOtherObject(t *testing.T) {
+	for _, tc := range []struct {
+		a, b types.UID
+		want bool
+	}{
+		{"uid-1", "uid-2", true},
+		{"uid-1", "uid-1", false},
+		{"", "uid-1", false}, // no UID: taken to be the same object
+		{"uid-1", "", false},
+		{"", "", false},
+	} {
+		a := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: tc.a}}
+		b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: tc.b}}
+		if got := event.OtherObject(a, b); got != tc.want {
+			t.Errorf("OtherObject(uid %q, uid %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

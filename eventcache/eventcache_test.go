@@ -519,7 +519,7 @@ func TestStaleWatchEventIsReported(t *testing.T) {
 	}
 }
 
-// A relist that finds another object (another UID) under a known key delivers the old
+// DESIGN 7: a relist that finds another object (another UID) under a known key delivers the old
 // one's deletion, then the new one as an addition; the same UID is a modification. The
 // cache tells UIDs the server assigns apart by the notes it keeps of them (see
 // event.UIDNote), and any others by comparing them as strings, with the same answers.

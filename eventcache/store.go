@@ -203,8 +203,7 @@ func (w *Writer[T]) set(it *queue.Entry[T], key string, obj T, onlyNewer bool) (
 		if priorUID := it.UID(); priorUID != ([16]byte{}) && uid != ([16]byte{}) {
 			recreated = priorUID != uid
 		} else {
-			p, n := prior.GetUID(), obj.GetUID()
-			recreated = p != "" && n != "" && p != n
+			recreated = event.OtherObject(prior, obj)
 		}
 	}
 	it.SetObject(obj, ns, version, uid)

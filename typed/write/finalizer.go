@@ -186,7 +186,7 @@ func (f *Finalizer[T]) newest(ctx context.Context, client Patcher[T], obj T) (T,
 	case unordered:
 		return readAgain(ctx, client, obj)
 	}
-	if otherObject(obj, state) {
+	if event.OtherObject(obj, state) {
 		return zero, errRecreated(obj, state)
 	}
 	return state, nil

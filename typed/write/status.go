@@ -101,7 +101,7 @@ func (w *StatusWriter[T, S]) Update(ctx context.Context, obj T, mutate func(stat
 	}
 	key := writeKey(namespace, name)
 	cur, fresh := w.last.newest(key, obj)
-	if fresh == ownIsNewer && otherObject(obj, cur) {
+	if fresh == ownIsNewer && event.OtherObject(obj, cur) {
 		return fail(errRecreated(obj, cur))
 	}
 	reread := fresh == unordered
@@ -152,7 +152,7 @@ func (w *StatusWriter[T, S]) notFound(ctx context.Context, client StatusUpdater[
 		return err
 	case guard.IsNil(got):
 		return fmt.Errorf("%w (reading the object to tell why: %w: the client's Get)", err, ErrNilObject)
-	case otherObject(written, got):
+	case event.OtherObject(written, got):
 		return fmt.Errorf("%w: %w (an object of the same name was created again since, uid %s)", ErrGone, err, got.GetUID())
 	default:
 		return fmt.Errorf("%w: %w", ErrNoStatusSubresource, err)

@@ -280,17 +280,10 @@ func readAgain[T event.Object](ctx context.Context, client Getter[T], obj T) (T,
 	if err := answered("Get", got, err); err != nil {
 		return zero, err
 	}
-	if otherObject(obj, got) {
+	if event.OtherObject(obj, got) {
 		return zero, errRecreated(obj, got)
 	}
 	return got, nil
-}
-
-// otherObject reports whether a and b are different objects (by UID) of the same name:
-// one was deleted and the other created under its name. Objects without a UID are
-// taken to be the same.
-func otherObject(a, b metav1.Object) bool {
-	return a.GetUID() != "" && b.GetUID() != "" && a.GetUID() != b.GetUID()
 }
 
 // errRecreated returns the error of a write to obj found to be gone because an object of
