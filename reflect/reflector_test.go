@@ -712,3 +712,40 @@ func TestRequestsAndCancellationAreHeardWhileEventsFloodTheWatch(t *testing.T) {
 		t.Fatal("Run did not return after its context was cancelled")
 	}
 }
+
+// Requests from many goroutines at once never block their callers and reach the watch
+// loop: relists and progress asked for by 8 goroutines, 1,000 times each, while the watch
+// floods, return at once, a relist is heard, and Run still returns once cancelled.
+func TestConcurrentRequestsNeverBlockAndAreHeard(t *testing.T) {
+	cache := &countingCache{replaced: make(chan int64, 100_000), synchronized: make(chan int64, 1)}
+	r := reflect.New(floodLW{}, cache, reflect.Options[obj]{})
+	cancel, done := run(t, r)
+	<-cache.replaced
+	var askers sync.WaitGroup
+	for range 8 {
+		askers.Go(func() {
+			for range 1000 {
+				r.RequestRelist()
+				r.RequestProgress()
+			}
+		})
+	}
+	asked := make(chan struct{})
+	go func() { askers.Wait(); close(asked) }()
+	select {
+	case <-asked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the requests blocked their callers")
+	}
+	select {
+	case <-cache.replaced:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no relist was heard")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+}
